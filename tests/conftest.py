@@ -1,0 +1,108 @@
+"""Real-PostgreSQL fixtures shared by every test.
+
+The server is ``$VENTURI_TEST_DATABASE_URL``, else the local server on
+127.0.0.1:5432 (database ``test``) when it answers, else the embedded server.
+Each test module gets a fresh random prefix, migrated once; ``app`` empties
+its tables before each test, so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+import venturi
+from venturi.postgres.embedded import embedded_database_url
+
+LOCAL_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=2):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def database_url() -> str:
+    url = os.environ.get("VENTURI_TEST_DATABASE_URL")
+    if url:
+        return url
+    if _answers(LOCAL_URL):
+        return LOCAL_URL
+    return embedded_database_url()
+
+
+@pytest.fixture(scope="module")
+def prefix(database_url: str) -> Iterator[str]:
+    """A fresh, migrated prefix for this module; its tables are dropped afterwards."""
+    value = f"t_{secrets.token_hex(5)}"
+    app = venturi.App(database_url, prefix=value, set_as_current=False)
+    app.migrate()
+    app.close()
+    yield value
+    drop_prefix(database_url, value)
+
+
+def drop_prefix(database_url: str, prefix: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for table in ("journal", "jobs", "migrations"):
+            conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
+
+
+@pytest.fixture
+def app(database_url: str, prefix: str) -> Iterator[venturi.App]:
+    """An App on this module's prefix with empty tables; the current App for ``@task``."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs")
+    instance = venturi.App(database_url, prefix=prefix)
+    yield instance
+    instance.close()
+
+
+class Database:
+    """Plain SQL for assertions: tests check the rows, not only return values."""
+
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]], prefix: str) -> None:
+        self.conn = conn
+        self.prefix = prefix
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("{{prefix}}", self.prefix)
+
+    def all(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        return self.conn.execute(self._sql(sql), params).fetchall()
+
+    def one(self, sql: str, params: Any = None) -> dict[str, Any]:
+        row = self.conn.execute(self._sql(sql), params).fetchone()
+        assert row is not None, sql
+        return row
+
+    def scalar(self, sql: str, params: Any = None) -> Any:
+        return next(iter(self.one(sql, params).values()))
+
+    def execute(self, sql: str, params: Any = None) -> None:
+        self.conn.execute(self._sql(sql), params)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM {{prefix}}_jobs ORDER BY created_at, id")
+
+    def journal(self, job_id: str | None = None) -> list[dict[str, Any]]:
+        if job_id is None:
+            return self.all("SELECT * FROM {{prefix}}_journal ORDER BY id")
+        return self.all("SELECT * FROM {{prefix}}_journal WHERE job_id = %s ORDER BY id", (job_id,))
+
+
+@pytest.fixture
+def db(database_url: str, prefix: str) -> Iterator[Database]:
+    """Autocommit connection with ``{{prefix}}`` substituted in the SQL it runs."""
+    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+        yield Database(conn, prefix)

@@ -1,0 +1,167 @@
+"""Every error venturi raises, and the two signals a handler may raise.
+
+The tree::
+
+    VenturiError
+    ├── ConfigurationError        bad settings, found at construction or decoration
+    │   ├── InvalidPrefix         a prefix that could not be spliced into SQL safely (ADR 6)
+    │   ├── EmbeddedUnavailable   no database URL and the `embedded` extra is missing
+    │   ├── DuplicateKind         two different functions registered under one kind
+    │   ├── InvalidSchedule       a cron expression or time zone that does not parse
+    │   └── NoCurrentApp          a default-registry task was enqueued before any App existed
+    ├── EnqueueError              a call that cannot become a job; nothing was written
+    │   ├── ArgumentsMismatch     the call does not fit the handler's signature
+    │   ├── InvalidPayload        a value that is not strict JSON (also carry and attachments)
+    │   ├── InvalidPriority       not one of the three tiers (ADR 22)
+    │   ├── InvalidDelay          negative countdown, naive eta, both countdown and eta
+    │   └── InvalidKind           empty kind, or one with control characters
+    ├── JobNotFound               an operation named an id that does not exist
+    ├── InvalidState              an operation on a job whose status does not allow it
+    ├── MigrationError            the migration runner refused to go on (ADR 24)
+    │   ├── ChecksumMismatch      an applied migration file was edited afterwards
+    │   └── DatabaseAhead         the database has versions this code does not know
+    └── BackendUnavailable        the database could not be reached or answered with an error
+
+``Fail`` and ``Retry`` are control flow raised *by handlers*; they are not
+``VenturiError`` so that ``except VenturiError`` around ``.delay()`` never
+swallows them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+
+class VenturiError(Exception):
+    """Base class of every error venturi raises."""
+
+
+class ConfigurationError(VenturiError):
+    """Settings that cannot work; raised before any SQL is sent."""
+
+
+class InvalidPrefix(ConfigurationError):
+    def __init__(self, prefix: str, reason: str) -> None:
+        super().__init__(f"invalid prefix {prefix!r}: {reason}")
+        self.prefix = prefix
+        self.reason = reason
+
+
+class EmbeddedUnavailable(ConfigurationError):
+    """No database URL was given and the embedded server cannot be started."""
+
+
+class DuplicateKind(ConfigurationError):
+    def __init__(self, kind: str) -> None:
+        super().__init__(
+            f"kind {kind!r} is already registered to another function; "
+            "pass kind=... to give one of them a distinct name"
+        )
+        self.kind = kind
+
+
+class InvalidSchedule(ConfigurationError):
+    """A cron expression or a time zone that does not parse."""
+
+
+class NoCurrentApp(ConfigurationError):
+    def __init__(self, kind: str) -> None:
+        super().__init__(
+            f"cannot enqueue {kind!r}: no venturi.App has been created in this process; "
+            "create one (venturi.App(...)) or register the task with app.task(...)"
+        )
+        self.kind = kind
+
+
+class EnqueueError(VenturiError):
+    """A call that cannot become a job. Nothing was written."""
+
+
+class ArgumentsMismatch(EnqueueError):
+    """The arguments do not fit the handler's signature."""
+
+
+class InvalidPayload(EnqueueError):
+    """A value that is not strict JSON (payload, carry or attachment)."""
+
+
+class InvalidPriority(EnqueueError):
+    def __init__(self, priority: object) -> None:
+        super().__init__(
+            f"invalid priority {priority!r}: use Priority.HIGH (0), NORMAL (1) or LOW (2)"
+        )
+        self.priority = priority
+
+
+class InvalidDelay(EnqueueError):
+    def __init__(self, value: timedelta | datetime | float | None, reason: str) -> None:
+        super().__init__(f"invalid delay {value!r}: {reason}")
+        self.value = value
+
+
+class InvalidKind(EnqueueError):
+    def __init__(self, kind: object, reason: str) -> None:
+        super().__init__(f"invalid kind {kind!r}: {reason}")
+        self.kind = kind
+
+
+class JobNotFound(VenturiError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job with id {job_id!r}")
+        self.job_id = job_id
+
+
+class InvalidState(VenturiError):
+    def __init__(self, job_id: str, status: str, action: str, allowed: str) -> None:
+        super().__init__(f"cannot {action} job {job_id}: it is {status}, and only {allowed} jobs can be")
+        self.job_id = job_id
+        self.status = status
+
+
+class MigrationError(VenturiError):
+    """The migration runner refused to go on."""
+
+
+class ChecksumMismatch(MigrationError):
+    def __init__(self, version: int, name: str) -> None:
+        super().__init__(
+            f"migration V{version}__{name} was edited after it was applied "
+            "(checksum differs from the history table); restore the original file and add a "
+            "new migration instead"
+        )
+        self.version = version
+
+
+class DatabaseAhead(MigrationError):
+    def __init__(self, applied: int, known: int) -> None:
+        super().__init__(
+            f"the database is at migration V{applied} but this code knows only up to V{known}; "
+            "upgrade venturi before running it against this database"
+        )
+        self.applied = applied
+        self.known = known
+
+
+class BackendUnavailable(VenturiError):
+    """The database could not be reached, or a connection broke mid-operation."""
+
+
+class Fail(Exception):  # noqa: N818 - a signal named for what the handler says, as Celery's Reject
+    """Raised by a handler: the job goes ``dead`` at once, no retry (ADR 13)."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Retry(Exception):  # noqa: N818 - as celery.exceptions.Retry
+    """Raised by a handler: a failure retried after an explicit delay (ADR 13).
+
+    Counts as a failure (``failure_count += 1``) so that the backstop still
+    applies. ``delay=None`` uses the task's backoff.
+    """
+
+    def __init__(self, message: str = "", *, delay: timedelta | float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.delay = timedelta(seconds=delay) if isinstance(delay, int | float) else delay

@@ -1,0 +1,554 @@
+"""PostgresBackend: the Backend protocol on psycopg 3 and psycopg-pool.
+
+Pool connections run in autocommit mode: a single-statement verb (claim,
+finish, renew, a plain enqueue) is one round trip with no BEGIN/COMMIT, and
+the few verbs that need several statements open a transaction explicitly.
+LISTEN and leadership locks use dedicated connections outside the pool,
+because both are session state (and must survive pool recycling).
+
+Every psycopg error that means "the database is not there" comes out as
+``BackendUnavailable``; nothing psycopg-specific crosses the boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import orjson
+import psycopg
+from psycopg.types.json import set_json_loads
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from venturi.errors import BackendUnavailable, InvalidState, JobNotFound
+from venturi.postgres.migrator import Migrator
+from venturi.postgres.naming import Prefix
+from venturi.postgres.queries import Queries
+from venturi.types import (
+    AppliedMigration,
+    Claim,
+    ClaimedJob,
+    Cursor,
+    Finished,
+    JobDetail,
+    JobRef,
+    JobRow,
+    JournalEntry,
+    KindStats,
+    MergeAction,
+    NewJob,
+    OutcomeKind,
+    Page,
+    Priority,
+    Stats,
+    Status,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Connection = psycopg.Connection[Any]
+
+#: How long a caller waits for a pooled connection (or a first connection) before
+#: BackendUnavailable: bounded, so a missing database never hangs a caller.
+DEFAULT_CONNECT_TIMEOUT = 5.0
+
+
+def _configure(conn: Connection) -> None:
+    set_json_loads(orjson.loads, conn)
+
+
+def _connect_kwargs(connect_timeout: float) -> dict[str, Any]:
+    return {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
+
+
+@contextmanager
+def _translated_errors() -> Iterator[None]:
+    try:
+        yield
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        raise BackendUnavailable(f"database unavailable: {exc}") from exc
+
+
+class PostgresListener:
+    """LISTEN on the prefix's wake-up channel, on a dedicated connection."""
+
+    def __init__(self, url: str, channel: str, connect_timeout: float) -> None:
+        self._url = url
+        self._channel = channel
+        self._connect_timeout = connect_timeout
+        self._conn: Connection | None = None
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            conn = psycopg.connect(self._url, **_connect_kwargs(self._connect_timeout))
+            conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self._channel)))
+            self._conn = conn
+        return self._conn
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` s. Reconnects on the next call after a broken connection."""
+        try:
+            with _translated_errors():
+                conn = self._connection()
+                woken = False
+                for _ in conn.notifies(timeout=max(0.0, timeout), stop_after=1):
+                    woken = True
+                return woken
+        except BackendUnavailable:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            try:
+                conn.close()
+            except psycopg.Error:
+                logger.debug("error closing listener connection", exc_info=True)
+
+
+class PostgresLeadership:
+    """A session advisory lock held on a connection of its own."""
+
+    def __init__(self, conn: Connection, queries: Queries, lock_name: str) -> None:
+        self._conn = conn
+        self._queries = queries
+        self._lock_name = lock_name
+
+    def is_held(self) -> bool:
+        try:
+            self._queries.ping.one(self._conn)
+        except psycopg.Error:
+            return False
+        return True
+
+    def release(self) -> None:
+        try:
+            if not self._conn.closed:
+                self._queries.advisory_unlock.exec(self._conn, lock_name=self._lock_name)
+        except psycopg.Error:
+            logger.debug("could not unlock %s; closing releases it", self._lock_name)
+        finally:
+            self._conn.close()
+
+
+class PostgresBackend:
+    """The default storage adapter.
+
+    Options:
+        url: a libpq connection string or URL.
+        prefix: table-name prefix, validated before anything connects (ADR 6).
+        pool_size: maximum pooled connections (workers use one for claims, one
+            for outcomes, one for leases, plus the enqueues of the process).
+        connect_timeout: seconds to wait for a connection before
+            ``BackendUnavailable``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "venturi",
+        pool_size: int = 10,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        self._prefix = Prefix.parse(prefix)
+        self._url = url
+        self._connect_timeout = connect_timeout
+        self._queries = Queries(self._prefix)
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs=_connect_kwargs(connect_timeout),
+            configure=_configure,
+            timeout=connect_timeout,
+            open=False,
+            name=f"venturi-{self._prefix.value}",
+        )
+        self._pool_opened = False
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix.value
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        with _translated_errors():
+            if not self._pool_opened:
+                self._pool.open(wait=False)
+                self._pool_opened = True
+            with self._pool.connection() as conn:
+                yield conn
+
+    @contextmanager
+    def _transaction(self, connection: object | None = None) -> Iterator[Connection]:
+        """A transaction on a pooled connection, or a savepoint/transaction on the caller's."""
+        if connection is None:
+            with self._connection() as conn, _translated_errors(), conn.transaction():
+                yield conn
+            return
+        if not isinstance(connection, psycopg.Connection):
+            raise TypeError(
+                f"connection= takes a psycopg.Connection, got {type(connection).__name__}"
+            )
+        set_json_loads(orjson.loads, connection)
+        with _translated_errors():
+            idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            if idle and not connection.autocommit:
+                # psycopg's transaction() would BEGIN and COMMIT here, publishing the
+                # job before the caller commits: open the caller's implicit transaction
+                # first, so the block below is a savepoint inside it.
+                self._queries.ping.one(connection)
+            with connection.transaction():
+                yield connection
+
+    def _run(self, action: Callable[[Connection], T]) -> T:
+        with self._connection() as conn, _translated_errors():
+            return action(conn)
+
+    # -- schema ------------------------------------------------------------------
+
+    def migrate(self) -> list[AppliedMigration]:
+        with (
+            _translated_errors(),
+            psycopg.connect(self._url, **_connect_kwargs(self._connect_timeout)) as conn,
+        ):
+            return Migrator(self._prefix).migrate(conn)
+
+    # -- enqueue -----------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
+        if not jobs:
+            return []
+        plain = [job for job in jobs if job.dedup_key is None]
+        deduplicated = sorted(
+            (job for job in jobs if job.dedup_key is not None), key=self._dedup_lock_name
+        )
+        refs: dict[str, JobRef] = {}
+        if not deduplicated and connection is None:
+            # The common case: one autocommit statement, insert and wake-up together.
+            self._run(lambda conn: self._insert(conn, plain))
+        else:
+            with self._transaction(connection) as conn:
+                if plain:
+                    self._insert(conn, plain)
+                for job in deduplicated:
+                    refs[job.id] = self._enqueue_deduplicated(conn, job)
+                if not plain:
+                    self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+        return [refs.get(job.id, JobRef(job.id)) for job in jobs]
+
+    def _insert(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
+        self._queries.enqueue_jobs.exec(
+            conn,
+            ids=[j.id for j in jobs],
+            kinds=[j.kind for j in jobs],
+            payloads=[j.payload for j in jobs],
+            priorities=[int(j.priority) for j in jobs],
+            delays=[j.delay for j in jobs],
+            etas=[j.eta for j in jobs],
+            dedup_keys=[j.dedup_key for j in jobs],
+            channel=self._prefix.channel,
+        )
+
+    def _dedup_lock_name(self, job: NewJob) -> str:
+        # Length-prefixed so (kind, key) pairs can never collide by concatenation;
+        # sorted by it so two batches lock their keys in one order (no deadlock).
+        return self._prefix.lock_name(f"dedup:{len(job.kind)}:{job.kind}{job.dedup_key}")
+
+    def _enqueue_deduplicated(self, conn: Connection, job: NewJob) -> JobRef:
+        self._queries.lock_dedup_key.exec(conn, lock_name=self._dedup_lock_name(job))
+        sibling = self._queries.find_dedup_sibling.one(
+            conn, kind=job.kind, dedup_key=job.dedup_key
+        )
+        decision = None
+        if sibling is not None and job.merge is not None:
+            decision = job.merge(sibling["payload"])
+        if sibling is None or decision is None or decision.action is MergeAction.INDEPENDENT:
+            self._insert(conn, [job])
+            return JobRef(job.id)
+        self._queries.merge_into_sibling.exec(
+            conn,
+            id=sibling["id"],
+            payload=decision.payload if decision.action is not MergeAction.KEEP else None,
+            priority=int(job.priority),
+            note=f"{decision.action.value}: absorbed {job.id}",
+        )
+        return JobRef(sibling["id"], merged=True)
+
+    # -- worker verbs --------------------------------------------------------------
+
+    def claim(
+        self,
+        *,
+        kinds: Collection[str],
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        horizon: timedelta = timedelta(0),
+    ) -> list[ClaimedJob]:
+        if not kinds or limit <= 0:
+            return []
+        rows = self._run(
+            lambda conn: self._queries.claim_jobs.many(
+                conn,
+                kinds=list(kinds),
+                limit=limit,
+                worker_id=worker_id,
+                lease=lease,
+                horizon=horizon,
+            )
+        )
+        rows.sort(key=lambda r: (r["priority"], r["created_at"], r["id"]))
+        return [
+            ClaimedJob(
+                claim=Claim(r["id"], worker_id, r["run_count"]),
+                kind=r["kind"],
+                payload=r["payload"],
+                carry=r["carry"],
+                priority=Priority(r["priority"]),
+                failure_count=r["failure_count"],
+                created_at=r["created_at"],
+                claim_expires_at=r["claim_expires_at"],
+            )
+            for r in rows
+        ]
+
+    def finish(self, results: Sequence[Finished]) -> set[str]:
+        if not results:
+            return set()
+        rows = self._run(
+            lambda conn: self._queries.finish_jobs.many(
+                conn,
+                ids=[r.claim.job_id for r in results],
+                claimed_by=[r.claim.claimed_by for r in results],
+                run_counts=[r.claim.run_count for r in results],
+                outcomes=[r.outcome.kind.value for r in results],
+                notes=[r.outcome.note for r in results],
+                failures=[r.outcome.is_failure for r in results],
+                delays=[r.outcome.delay for r in results],
+                etas=[r.outcome.eta for r in results],
+                carries=[r.outcome.carry for r in results],
+                attachments=[r.outcome.attachment for r in results],
+            )
+        )
+        return {row["job_id"] for row in rows}
+
+    def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> set[str]:
+        if not claims:
+            return set()
+        rows = self._run(
+            lambda conn: self._queries.renew_leases.many(
+                conn, lease=lease, **self._claim_arrays(claims)
+            )
+        )
+        return {row["id"] for row in rows}
+
+    def release(self, claims: Sequence[Claim]) -> int:
+        if not claims:
+            return 0
+        rows = self._run(
+            lambda conn: self._queries.release_jobs.many(
+                conn, note="worker shutdown", **self._claim_arrays(claims)
+            )
+        )
+        return len(rows)
+
+    @staticmethod
+    def _claim_arrays(claims: Sequence[Claim]) -> dict[str, list[Any]]:
+        return {
+            "ids": [c.job_id for c in claims],
+            "claimed_by": [c.claimed_by for c in claims],
+            "run_counts": [c.run_count for c in claims],
+        }
+
+    def recover_stale(
+        self, *, max_failures: Mapping[str, int], default_max_failures: int, limit: int
+    ) -> int:
+        rows = self._run(
+            lambda conn: self._queries.recover_stale.many(
+                conn,
+                kinds=list(max_failures),
+                max_failures=list(max_failures.values()),
+                default_max_failures=default_max_failures,
+                limit=limit,
+            )
+        )
+        if rows:
+            logger.warning("recovered %d job(s) whose lease expired", len(rows))
+        return len(rows)
+
+    def time_until_visible(self, kinds: Collection[str]) -> timedelta | None:
+        if not kinds:
+            return None
+        row = self._run(lambda conn: self._queries.time_until_visible.one(conn, kinds=list(kinds)))
+        return row["wait"] if row is not None else None
+
+    def now(self) -> datetime:
+        row = self._run(lambda conn: self._queries.database_now.one(conn))
+        assert row is not None
+        now: datetime = row["now"]
+        return now
+
+    def listen(self) -> PostgresListener:
+        return PostgresListener(self._url, self._prefix.channel, self._connect_timeout)
+
+    def try_lead(self, role: str) -> PostgresLeadership | None:
+        lock_name = self._prefix.lock_name(f"lead:{role}")
+        with _translated_errors():
+            conn = psycopg.connect(self._url, **_connect_kwargs(self._connect_timeout))
+            try:
+                row = self._queries.try_advisory_lock.one(conn, lock_name=lock_name)
+            except psycopg.Error:
+                conn.close()
+                raise
+        if row is None or not row["acquired"]:
+            conn.close()
+            return None
+        return PostgresLeadership(conn, self._queries, lock_name)
+
+    # -- beat bookkeeping --------------------------------------------------------
+
+    def pending_with_dedup_prefix(self, dedup_prefix: str) -> list[JobRow]:
+        rows = self._run(
+            lambda conn: self._queries.pending_with_dedup_prefix.many(
+                conn, dedup_prefix=dedup_prefix
+            )
+        )
+        return [_job_row(r) for r in rows]
+
+    def latest_with_dedup_key(self, kind: str, dedup_key: str) -> JobRow | None:
+        row = self._run(
+            lambda conn: self._queries.latest_with_dedup_key.one(
+                conn, kind=kind, dedup_key=dedup_key
+            )
+        )
+        return _job_row(row) if row is not None else None
+
+    # -- operations --------------------------------------------------------------
+
+    def get_job(self, job_id: str) -> JobDetail | None:
+        def read(conn: Connection) -> JobDetail | None:
+            row = self._queries.get_job.one(conn, id=job_id)
+            if row is None:
+                return None
+            timeline = self._queries.job_timeline.many(conn, id=job_id)
+            return JobDetail(_job_row(row), tuple(_journal_entry(e) for e in timeline))
+
+        return self._run(read)
+
+    def list_jobs(
+        self, *, status: Status | None, kind: str | None, limit: int, after: Cursor | None
+    ) -> Page:
+        rows = self._run(
+            lambda conn: self._queries.list_jobs.many(
+                conn,
+                status=status.value if status is not None else None,
+                kind=kind,
+                after_created_at=after.created_at if after is not None else None,
+                after_id=after.id if after is not None else None,
+                limit=limit,
+            )
+        )
+        jobs = tuple(_job_row(r) for r in rows)
+        next_cursor = Cursor(jobs[-1].created_at, jobs[-1].id) if len(jobs) == limit else None
+        return Page(jobs, next_cursor)
+
+    def retry_job(self, job_id: str) -> JobRow:
+        return self._change_state(job_id, "retry", "dead", lambda conn: self._queries.retry_job.one(conn, id=job_id))
+
+    def cancel_job(self, job_id: str, note: str = "cancelled") -> JobRow:
+        return self._change_state(
+            job_id, "cancel", "pending", lambda conn: self._queries.cancel_job.one(conn, id=job_id, note=note)
+        )
+
+    def _change_state(
+        self,
+        job_id: str,
+        action: str,
+        allowed: str,
+        change: Callable[[Connection], dict[str, Any] | None],
+    ) -> JobRow:
+        with self._transaction() as conn:
+            current = self._queries.lock_job.one(conn, id=job_id)
+            if current is None:
+                raise JobNotFound(job_id)
+            row = change(conn)
+            if row is None:
+                raise InvalidState(job_id, current["status"], action, allowed)
+            return _job_row(row)
+
+    def cleanup(self, *, older_than: timedelta, status: Status | None, batch_size: int) -> int:
+        if status is None:
+            query, params = self._queries.cleanup_finished, {}
+        else:
+            query, params = self._queries.cleanup_finished_with_status, {"status": status.value}
+        total = 0
+        while True:
+            row = self._run(
+                lambda conn: query.one(conn, older_than=older_than, batch_size=batch_size, **params)
+            )
+            deleted = int(row["deleted"]) if row is not None else 0
+            total += deleted
+            if deleted < batch_size:
+                return total
+
+    def stats(self) -> Stats:
+        rows = self._run(lambda conn: self._queries.stats.many(conn))
+        by_kind: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_kind.setdefault(row["kind"], []).append(row)
+        kinds = []
+        for kind, kind_rows in by_kind.items():
+            ages = [r["oldest_eligible_age"] for r in kind_rows if r["oldest_eligible_age"] is not None]
+            kinds.append(
+                KindStats(
+                    kind=kind,
+                    counts={Status(r["status"]): int(r["jobs"]) for r in kind_rows},
+                    scheduled=sum(int(r["scheduled"]) for r in kind_rows),
+                    oldest_eligible_age=max(ages, default=None),
+                )
+            )
+        return Stats(tuple(kinds))
+
+    def close(self) -> None:
+        if self._pool_opened:
+            self._pool.close()
+            self._pool_opened = False
+
+
+def _job_row(row: Mapping[str, Any]) -> JobRow:
+    return JobRow(
+        id=row["id"],
+        kind=row["kind"],
+        payload=row["payload"],
+        priority=Priority(row["priority"]),
+        status=Status(row["status"]),
+        created_at=row["created_at"],
+        visible_at=row["visible_at"],
+        claim_expires_at=row["claim_expires_at"],
+        claimed_by=row["claimed_by"],
+        finished_at=row["finished_at"],
+        run_count=row["run_count"],
+        failure_count=row["failure_count"],
+        carry=row["carry"],
+        dedup_key=row["dedup_key"],
+    )
+
+
+def _journal_entry(row: Mapping[str, Any]) -> JournalEntry:
+    return JournalEntry(
+        id=row["id"],
+        job_id=row["job_id"],
+        kind=row["kind"],
+        run_no=row["run_no"],
+        recorded_at=row["recorded_at"],
+        outcome=OutcomeKind(row["outcome"]),
+        note=row["note"],
+        attachment=row["attachment"],
+    )

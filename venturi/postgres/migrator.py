@@ -1,0 +1,127 @@
+"""Applies ``migrations/V{n}__{name}.sql`` to one prefix (ADR 24).
+
+Each file is applied in its own transaction, in version order, while a
+session advisory lock for the prefix is held, so processes starting at once
+apply each version exactly once. A per-prefix history table records version,
+name, checksum and time. An applied file whose checksum changed, or a
+database that knows versions this code does not, stops the run with a clear
+error before anything else is applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import psycopg
+
+from venturi.errors import ChecksumMismatch, DatabaseAhead, MigrationError
+from venturi.postgres.naming import Prefix
+from venturi.types import AppliedMigration
+
+logger = logging.getLogger(__name__)
+
+# The history table is the runner's own, so its SQL lives here rather than in queries.sql.
+_CREATE_HISTORY = """
+CREATE TABLE IF NOT EXISTS {{prefix}}_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+_SELECT_HISTORY = "SELECT version, name, checksum FROM {{prefix}}_migrations ORDER BY version"
+_INSERT_HISTORY = "INSERT INTO {{prefix}}_migrations (version, name, checksum) VALUES (%s, %s, %s)"
+
+_FILE_NAME = re.compile(r"^V(?P<version>[1-9][0-9]*)__(?P<name>[a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationFile:
+    version: int
+    name: str
+    template: str
+
+    @property
+    def checksum(self) -> str:
+        """Of the file as written (token included), so it is the same for every prefix."""
+        return hashlib.sha256(self.template.encode("utf-8")).hexdigest()
+
+
+def migrations_directory() -> Traversable:
+    """The wheel ships ``migrations/`` as ``venturi/_migrations``; a checkout has it at the top."""
+    packaged = files("venturi").joinpath("_migrations")
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+def load_migrations(directory: Traversable | None = None) -> list[MigrationFile]:
+    directory = directory if directory is not None else migrations_directory()
+    found: dict[int, MigrationFile] = {}
+    for entry in directory.iterdir():
+        match = _FILE_NAME.match(entry.name)
+        if match is None:
+            continue
+        version = int(match["version"])
+        if version in found:
+            raise MigrationError(f"two migration files for V{version}")
+        found[version] = MigrationFile(version, match["name"], entry.read_text(encoding="utf-8"))
+    versions = sorted(found)
+    if versions != list(range(1, len(versions) + 1)):
+        raise MigrationError(f"migration versions must be 1..n without gaps, found {versions}")
+    return [found[v] for v in versions]
+
+
+class Migrator:
+    def __init__(self, prefix: Prefix, migrations: list[MigrationFile] | None = None) -> None:
+        self._prefix = prefix
+        self._migrations = migrations if migrations is not None else load_migrations()
+
+    def migrate(self, conn: psycopg.Connection[tuple[object, ...]]) -> list[AppliedMigration]:
+        """Apply what is missing on ``conn`` (an autocommit connection of its own)."""
+        lock_name = self._prefix.lock_name("migrate")
+        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock_name,))
+        try:
+            return self._migrate_locked(conn)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock_name,))
+
+    def _migrate_locked(
+        self, conn: psycopg.Connection[tuple[object, ...]]
+    ) -> list[AppliedMigration]:
+        sql = self._prefix.substitute
+        conn.execute(sql(_CREATE_HISTORY))
+        applied = {
+            int(version): (str(name), str(checksum))
+            for version, name, checksum in conn.execute(sql(_SELECT_HISTORY)).fetchall()
+        }
+        known = {m.version: m for m in self._migrations}
+        if applied and max(applied) > max(known, default=0):
+            raise DatabaseAhead(max(applied), max(known, default=0))
+        for version, (name, checksum) in applied.items():
+            if known[version].checksum != checksum:
+                raise ChecksumMismatch(version, name)
+
+        done: list[AppliedMigration] = []
+        for migration in self._migrations:
+            if migration.version in applied:
+                continue
+            with conn.transaction():
+                conn.execute(self._prefix.substitute(migration.template))
+                conn.execute(
+                    sql(_INSERT_HISTORY),
+                    (migration.version, migration.name, migration.checksum),
+                )
+            logger.info(
+                "applied migration V%d__%s to prefix %s",
+                migration.version,
+                migration.name,
+                self._prefix.value,
+            )
+            done.append(AppliedMigration(migration.version, migration.name))
+        return done

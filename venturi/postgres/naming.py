@@ -1,0 +1,76 @@
+"""The prefix (ADR 6): validated once, then the only thing spliced into SQL.
+
+The prefix is substituted into SQL text (table, index, constraint and history
+names cannot be bind parameters), so this check is a security boundary: a
+``Prefix`` can only be built by ``Prefix.parse``, and only a ``Prefix`` is
+ever substituted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from venturi.errors import InvalidPrefix
+
+_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*$")
+_IDENTIFIER_LIMIT = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes
+
+#: Every name derived from the prefix: tables, indexes, the constraints and
+#: sequences PostgreSQL names itself, and the migration history table.
+DERIVED_SUFFIXES = (
+    "_jobs",
+    "_jobs_pkey",
+    "_jobs_priority_check",
+    "_jobs_status_check",
+    "_jobs_claim",
+    "_jobs_claim_priority",
+    "_jobs_visible",
+    "_jobs_dedup",
+    "_jobs_lease",
+    "_jobs_history",
+    "_jobs_finished",
+    "_jobs_created",
+    "_journal",
+    "_journal_pkey",
+    "_journal_id_seq",
+    "_journal_job_id_fkey",
+    "_journal_outcome_check",
+    "_journal_job",
+    "_journal_kind",
+    "_migrations",
+    "_migrations_pkey",
+)
+MAX_PREFIX_LENGTH = _IDENTIFIER_LIMIT - max(len(s) for s in DERIVED_SUFFIXES)
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    value: str
+
+    @classmethod
+    def parse(cls, raw: object) -> Prefix:
+        if not isinstance(raw, str):
+            raise InvalidPrefix(repr(raw), "must be a string")
+        if not _PATTERN.fullmatch(raw):
+            raise InvalidPrefix(raw, "must match ^[a-z_][a-z0-9_]*$ (lowercase ASCII, digits, _)")
+        if len(raw) > MAX_PREFIX_LENGTH:
+            raise InvalidPrefix(
+                raw,
+                f"is {len(raw)} characters; at most {MAX_PREFIX_LENGTH} keep every derived "
+                f"name within PostgreSQL's {_IDENTIFIER_LIMIT}-byte identifier limit",
+            )
+        return cls(raw)
+
+    def substitute(self, template: str) -> str:
+        """Replace the ``{{prefix}}`` token in SQL text (migrations and queries)."""
+        return template.replace("{{prefix}}", self.value)
+
+    @property
+    def channel(self) -> str:
+        """LISTEN/NOTIFY channel for enqueue wake-ups."""
+        return f"{self.value}_wakeup"
+
+    def lock_name(self, role: str) -> str:
+        """Text hashed into an advisory-lock key; sent as a parameter, never spliced."""
+        return f"venturi:{self.value}:{role}"

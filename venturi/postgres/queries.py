@@ -1,0 +1,97 @@
+"""Loads ``queries.sql`` once and runs its named statements.
+
+Each statement is introduced by ``-- name: <name> :one|:many|:exec``; the
+cardinality is enforced here so a statement cannot silently return more (or
+other) than its caller expects. The prefix is substituted once, at load, from a
+validated ``Prefix``; values only ever travel as ``%(name)s`` parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any, Literal
+
+import psycopg
+from psycopg.rows import dict_row
+
+from venturi.postgres.naming import Prefix
+
+Cardinality = Literal["one", "many", "exec"]
+_HEADER = re.compile(r"^-- name: (?P<name>[a-z_]+) :(?P<card>one|many|exec)\s*$", re.MULTILINE)
+
+
+class QueryFileError(Exception):
+    """queries.sql is malformed (a packaging bug, not a user error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    name: str
+    cardinality: Cardinality
+    sql: str
+
+    def one(self, conn: psycopg.Connection[Any], **params: Any) -> dict[str, Any] | None:
+        """At most one row (``None`` when there is none)."""
+        self._expect("one")
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(self.sql, params)
+            return cur.fetchone()
+
+    def many(self, conn: psycopg.Connection[Any], **params: Any) -> list[dict[str, Any]]:
+        self._expect("many")
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(self.sql, params)
+            return cur.fetchall()
+
+    def exec(self, conn: psycopg.Connection[Any], **params: Any) -> int:
+        """Run for effect; returns the affected row count."""
+        self._expect("exec")
+        with conn.cursor() as cur:
+            cur.execute(self.sql, params)
+            return cur.rowcount
+
+    def _expect(self, cardinality: Cardinality) -> None:
+        if self.cardinality != cardinality:
+            raise QueryFileError(
+                f"query {self.name} is declared :{self.cardinality}, called as :{cardinality}"
+            )
+
+
+def parse_queries(text: str) -> dict[str, Query]:
+    """Split a query file into named statements, refusing duplicates and empty bodies."""
+    headers = list(_HEADER.finditer(text))
+    if not headers:
+        raise QueryFileError("no '-- name:' headers found")
+    queries: dict[str, Query] = {}
+    for index, header in enumerate(headers):
+        end = headers[index + 1].start() if index + 1 < len(headers) else len(text)
+        body = text[header.end() : end]
+        sql = "\n".join(
+            line for line in body.splitlines() if line.strip() and not line.lstrip().startswith("--")
+        ).strip()
+        name = header["name"]
+        if not sql:
+            raise QueryFileError(f"query {name} has no SQL")
+        if name in queries:
+            raise QueryFileError(f"query {name} is defined twice")
+        queries[name] = Query(name, header["card"], sql)
+    return queries
+
+
+class Queries:
+    """Every runtime statement, prefix substituted, as attributes by name."""
+
+    def __init__(self, prefix: Prefix) -> None:
+        text = files("venturi.postgres").joinpath("queries.sql").read_text(encoding="utf-8")
+        self._queries = parse_queries(prefix.substitute(text))
+
+    def __getattr__(self, name: str) -> Query:
+        try:
+            return self._queries[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def names(self) -> set[str]:
+        return set(self._queries)

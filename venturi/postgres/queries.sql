@@ -1,0 +1,296 @@
+-- Every runtime statement of the PostgreSQL adapter. `{{prefix}}` is replaced
+-- once, from a validated Prefix, when the file is loaded (queries.py); values are
+-- always %(name)s parameters. Lifecycle times come from the database clock.
+
+-- name: enqueue_jobs :exec
+-- Bulk insert in one round trip (unnest of parallel arrays), wake-up included.
+-- clock_timestamp() per row keeps FIFO order within a batch; immediate work is
+-- visible from its enqueue time (ADR 12). The NOTIFY is delivered at commit, so a
+-- rolled-back enqueue wakes nobody; identical notifications in one transaction
+-- collapse into one.
+WITH input AS (
+    SELECT i.*, clock_timestamp() AS enqueued_at
+    FROM unnest(
+        %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
+        %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[]
+    ) AS i(id, kind, payload, priority, delay, eta, dedup_key)
+), inserted AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key)
+    SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at,
+           coalesce(eta, enqueued_at + delay), dedup_key
+    FROM input
+    RETURNING 1
+)
+SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+
+-- name: lock_dedup_key :exec
+-- Serializes concurrent enqueues of one (kind, dedup_key) until commit (ADR 10).
+SELECT pg_advisory_xact_lock(hashtextextended(%(lock_name)s, 0))
+
+-- name: find_dedup_sibling :one
+-- Oldest pending sibling, from _jobs_dedup without a sort; locked so a worker
+-- cannot claim it while it is being merged into (SKIP LOCKED skips it).
+SELECT id, payload, priority
+FROM {{prefix}}_jobs
+WHERE kind = %(kind)s AND dedup_key = %(dedup_key)s
+  AND dedup_key IS NOT NULL AND status = 'pending'
+ORDER BY created_at
+LIMIT 1
+FOR UPDATE
+
+-- name: merge_into_sibling :exec
+-- The survivor keeps id, created_at and visible_at; it takes the new payload
+-- (replace/combine) and the higher tier; the journal records the merge (ADR 10).
+WITH merged AS (
+    UPDATE {{prefix}}_jobs
+    SET payload = coalesce(%(payload)s::jsonb, payload),
+        priority = least(priority, %(priority)s::smallint)
+    WHERE id = %(id)s
+    RETURNING id, kind, run_count
+)
+INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+SELECT id, kind, run_count, now(), 'merged', %(note)s FROM merged
+
+-- name: notify_wakeup :exec
+SELECT pg_notify(%(channel)s, '')
+
+-- name: claim_jobs :many
+-- Highest tier, then oldest, among eligible rows; SKIP LOCKED so workers never
+-- wait on each other or take the same row (ADR 3). The CTE bounds the UPDATE to
+-- the LIMIT. run_count is the claim's fence (ADR 19).
+WITH picked AS (
+    SELECT id
+    FROM {{prefix}}_jobs
+    WHERE status = 'pending'
+      AND visible_at <= now() + %(horizon)s
+      AND kind = ANY(%(kinds)s::text[])
+    ORDER BY priority, created_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {{prefix}}_jobs AS j
+SET status = 'claimed',
+    claimed_by = %(worker_id)s,
+    run_count = j.run_count + 1,
+    claim_expires_at = now() + %(lease)s
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
+          j.created_at, j.claim_expires_at
+
+-- name: finish_jobs :many
+-- Many outcomes in one statement: each row change is fenced on its claim
+-- (status, claimed_by, run_count; ADR 19) and each change writes its journal
+-- entry in the same statement (ADR 11, 16). Lost claims simply match nothing.
+WITH input AS (
+    SELECT *
+    FROM unnest(
+        %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
+        %(notes)s::text[], %(failures)s::bool[], %(delays)s::interval[], %(etas)s::timestamptz[],
+        %(carries)s::text[], %(attachments)s::text[]
+    ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment)
+), finished AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome ELSE 'pending' END,
+        finished_at = CASE WHEN i.outcome IN ('completed', 'dead') THEN now() END,
+        visible_at = CASE WHEN i.outcome IN ('completed', 'dead') THEN j.visible_at
+                          ELSE coalesce(i.eta, now() + i.delay) END,
+        failure_count = j.failure_count + i.is_failure::int,
+        carry = coalesce(i.carry::jsonb, j.carry),
+        claimed_by = NULL,
+        claim_expires_at = NULL
+    FROM input AS i
+    WHERE j.id = i.id
+      AND j.status = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
+    RETURNING j.id, j.kind, j.run_count
+)
+INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
+SELECT f.id, f.kind, f.run_count, now(), i.outcome, i.note, i.attachment::jsonb
+FROM finished AS f JOIN input AS i ON i.id = f.id
+RETURNING job_id
+
+-- name: renew_leases :many
+-- Heartbeat for running handlers, fenced so a lost claim is not revived (ADR 19).
+UPDATE {{prefix}}_jobs AS j
+SET claim_expires_at = now() + %(lease)s
+FROM unnest(%(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[])
+    AS c(id, claimed_by, run_count)
+WHERE j.id = c.id
+  AND j.status = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
+RETURNING j.id
+
+-- name: release_jobs :many
+-- Graceful shutdown (ADR 21): back to pending, no failure counted, visible_at
+-- untouched so the job keeps its place; fenced so a claim already lost is skipped.
+WITH released AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = 'pending', claimed_by = NULL, claim_expires_at = NULL
+    FROM unnest(%(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[])
+        AS c(id, claimed_by, run_count)
+    WHERE j.id = c.id
+      AND j.status = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
+    RETURNING j.id, j.kind, j.run_count
+)
+INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+SELECT id, kind, run_count, now(), 'released', %(note)s FROM released
+RETURNING job_id
+
+-- name: recover_stale :many
+-- Expired leases (ADR 19), oldest expiry first through _jobs_lease; SKIP LOCKED
+-- so every worker can sweep at once. A recovery is a failure: at the kind's
+-- backstop the row goes dead instead of back to pending.
+WITH limits AS (
+    SELECT * FROM unnest(%(kinds)s::text[], %(max_failures)s::int[]) AS l(kind, max_failures)
+), expired AS (
+    SELECT j.id, j.claimed_by AS previous_owner,
+           j.failure_count + 1 >= coalesce(l.max_failures, %(default_max_failures)s) AS is_dead
+    FROM {{prefix}}_jobs AS j
+    LEFT JOIN limits AS l ON l.kind = j.kind
+    WHERE j.status = 'claimed' AND j.claim_expires_at < now()
+    ORDER BY j.claim_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+), recovered AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = CASE WHEN e.is_dead THEN 'dead' ELSE 'pending' END,
+        finished_at = CASE WHEN e.is_dead THEN now() END,
+        failure_count = j.failure_count + 1,
+        claimed_by = NULL,
+        claim_expires_at = NULL
+    FROM expired AS e
+    WHERE j.id = e.id
+    RETURNING j.id, j.kind, j.run_count, e.is_dead, e.previous_owner
+)
+INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+SELECT id, kind, run_count, now(),
+       CASE WHEN is_dead THEN 'dead' ELSE 'stale-recovered' END,
+       CASE WHEN is_dead THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
+            ELSE 'lease of ' || previous_owner || ' expired' END
+FROM recovered
+RETURNING job_id
+
+-- name: time_until_visible :one
+-- Soonest pending visible_at per kind from _jobs_visible (one index probe per
+-- kind, not a scan of every pending row), for the worker's wait (ADR 20).
+SELECT min(soonest.visible_at) - now() AS wait
+FROM unnest(%(kinds)s::text[]) AS k(kind)
+CROSS JOIN LATERAL (
+    SELECT visible_at
+    FROM {{prefix}}_jobs
+    WHERE status = 'pending' AND kind = k.kind
+    ORDER BY visible_at
+    LIMIT 1
+) AS soonest
+
+-- name: database_now :one
+SELECT clock_timestamp() AS now
+
+-- name: try_advisory_lock :one
+-- Session-level: held for as long as the leader's dedicated connection lives.
+SELECT pg_try_advisory_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
+
+-- name: advisory_unlock :exec
+SELECT pg_advisory_unlock(hashtextextended(%(lock_name)s, 0))
+
+-- name: ping :one
+SELECT 1 AS alive
+
+-- name: pending_with_dedup_prefix :many
+-- Beat bookkeeping: its rows' dedup keys share a prefix. Rare (once per beat
+-- iteration) and bounded by the number of schedules.
+SELECT *
+FROM {{prefix}}_jobs
+WHERE status = 'pending' AND dedup_key IS NOT NULL
+  AND starts_with(dedup_key, %(dedup_prefix)s)
+
+-- name: latest_with_dedup_key :one
+SELECT *
+FROM {{prefix}}_jobs
+WHERE kind = %(kind)s AND dedup_key = %(dedup_key)s
+ORDER BY visible_at DESC
+LIMIT 1
+
+-- name: get_job :one
+SELECT * FROM {{prefix}}_jobs WHERE id = %(id)s
+
+-- name: lock_job :one
+SELECT * FROM {{prefix}}_jobs WHERE id = %(id)s FOR UPDATE
+
+-- name: job_timeline :many
+-- Timeline in id order straight from _journal_job (job_id, id), no sort (ADR 18).
+SELECT * FROM {{prefix}}_journal WHERE job_id = %(id)s ORDER BY id
+
+-- name: list_jobs :many
+-- Newest first with keyset pagination on (created_at, id): a backward scan of
+-- _jobs_created that stops after LIMIT rows (ADR 18). Filters are optional.
+SELECT *
+FROM {{prefix}}_jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(after_created_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(after_created_at)s::timestamptz, %(after_id)s::text))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: retry_job :one
+-- Operator retry of a dead job: pending, visible now, a fresh failure budget.
+WITH retried AS (
+    UPDATE {{prefix}}_jobs
+    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0
+    WHERE id = %(id)s AND status = 'dead'
+    RETURNING *
+), entry AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(), 'retried', 'retried by operator' FROM retried
+)
+SELECT * FROM retried
+
+-- name: cancel_job :one
+WITH cancelled AS (
+    UPDATE {{prefix}}_jobs
+    SET status = 'dead', finished_at = now()
+    WHERE id = %(id)s AND status = 'pending'
+    RETURNING *
+), entry AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(), 'dead', %(note)s FROM cancelled
+)
+SELECT * FROM cancelled
+
+-- name: cleanup_finished :one
+-- Status-less cleanup: a range scan of the partial _jobs_finished, in bounded
+-- batches; journals go by ON DELETE CASCADE (ADR 18).
+WITH doomed AS (
+    SELECT id
+    FROM {{prefix}}_jobs
+    WHERE finished_at IS NOT NULL AND finished_at < now() - %(older_than)s
+    ORDER BY finished_at
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+)
+SELECT count(*) AS deleted FROM deleted
+
+-- name: cleanup_finished_with_status :one
+-- Status-filtered cleanup through _jobs_history (status, kind, finished_at).
+WITH doomed AS (
+    SELECT id
+    FROM {{prefix}}_jobs
+    WHERE status = %(status)s AND finished_at < now() - %(older_than)s
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+)
+SELECT count(*) AS deleted FROM deleted
+
+-- name: stats :many
+-- Operator view: one pass over the table, grouped (not a hot path).
+SELECT kind, status, count(*) AS jobs,
+       count(*) FILTER (WHERE status = 'pending' AND visible_at > now()) AS scheduled,
+       now() - min(visible_at) FILTER (WHERE status = 'pending' AND visible_at <= now())
+           AS oldest_eligible_age
+FROM {{prefix}}_jobs
+GROUP BY kind, status
+ORDER BY kind, status

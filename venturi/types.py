@@ -1,0 +1,235 @@
+"""Values shared by every layer: the vocabulary of the backend protocol.
+
+Everything here is a frozen dataclass or an enum whose values spell the
+database's strings exactly, so no layer passes dict rows around (STYLE R10).
+JSON that crosses the boundary towards the database travels already encoded
+(``str``), because encoding is where bad input is refused (serialization.py);
+JSON coming back is decoded by the adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum, IntEnum
+from typing import Any
+
+
+class Priority(IntEnum):
+    """The three tiers (ADR 22); lower numbers are claimed first."""
+
+    HIGH = 0
+    NORMAL = 1
+    LOW = 2
+
+
+class Status(str, Enum):
+    """Lifecycle states (ADR 5)."""
+
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    DEAD = "dead"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (Status.COMPLETED, Status.DEAD)
+
+
+class OutcomeKind(str, Enum):
+    """Journal outcomes (ADR 11): the four run endings and three lifecycle entries."""
+
+    COMPLETED = "completed"
+    PAUSED = "paused"
+    RETRIED = "retried"
+    DEAD = "dead"
+    STALE_RECOVERED = "stale-recovered"
+    RELEASED = "released"
+    MERGED = "merged"
+
+
+class MergeAction(str, Enum):
+    KEEP = "keep"
+    REPLACE = "replace"
+    COMBINE = "combine"
+    INDEPENDENT = "independent"
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDecision:
+    """What to do with the oldest pending sibling of a deduplicated job (ADR 10).
+
+    ``payload`` is the encoded JSON object the surviving row takes for
+    ``REPLACE`` (the incoming payload) and ``COMBINE``; ``None`` otherwise.
+    """
+
+    action: MergeAction
+    payload: str | None = None
+
+
+#: Called by the backend, under the dedup lock, with the decoded payload of the
+#: oldest pending sibling; returns the decision for the incoming job.
+MergeResolver = Callable[[Mapping[str, Any]], MergeDecision]
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A validated job, ready to insert.
+
+    ``payload`` is an encoded JSON object of named arguments. Eligibility is
+    ``eta`` when given, else database ``now() + delay`` (ADR 12): Python never
+    sends its own wall clock for immediate work.
+    """
+
+    id: str
+    kind: str
+    payload: str
+    priority: Priority = Priority.NORMAL
+    delay: timedelta = timedelta(0)
+    eta: datetime | None = None
+    dedup_key: str | None = None
+    merge: MergeResolver | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """What an enqueue returns: the id of the row that holds the work.
+
+    ``merged`` is true when the job was folded into an existing pending
+    sibling (keep, replace, combine); ``id`` is then the sibling's id.
+    """
+
+    id: str
+    merged: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The fence of every state change after a claim (ADR 19)."""
+
+    job_id: str
+    claimed_by: str
+    run_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A job a worker now holds. ``payload`` and ``carry`` are decoded JSON."""
+
+    claim: Claim
+    kind: str
+    payload: Any
+    carry: Any
+    priority: Priority
+    failure_count: int
+    created_at: datetime
+    claim_expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run ended, as the backend must record it (ADR 11, 13, 15).
+
+    ``kind`` is one of COMPLETED, PAUSED, RETRIED, DEAD. ``is_failure`` adds one
+    to ``failure_count`` (retried, and dead from an error or the backstop).
+    PAUSED and RETRIED return the row to ``pending`` at ``eta`` if given, else
+    at database ``now() + delay``. ``carry`` and ``attachment`` are encoded JSON;
+    ``carry=None`` leaves the row's carry as it is.
+    """
+
+    kind: OutcomeKind
+    note: str | None = None
+    is_failure: bool = False
+    delay: timedelta = timedelta(0)
+    eta: datetime | None = None
+    carry: str | None = None
+    attachment: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One claim and its outcome, as handed to ``Backend.finish`` in batches."""
+
+    claim: Claim
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A job row as stored, JSON columns decoded."""
+
+    id: str
+    kind: str
+    payload: Any
+    priority: Priority
+    status: Status
+    created_at: datetime
+    visible_at: datetime
+    claim_expires_at: datetime | None
+    claimed_by: str | None
+    finished_at: datetime | None
+    run_count: int
+    failure_count: int
+    carry: Any
+    dedup_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    id: int
+    job_id: str
+    kind: str
+    run_no: int
+    recorded_at: datetime
+    outcome: OutcomeKind
+    note: str | None
+    attachment: Any
+
+
+@dataclass(frozen=True, slots=True)
+class JobDetail:
+    """A job and its timeline, oldest entry first (ADR 18)."""
+
+    job: JobRow
+    journal: tuple[JournalEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Keyset position in the newest-first listing: the last row's ``(created_at, id)``."""
+
+    created_at: datetime
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    jobs: tuple[JobRow, ...]
+    next: Cursor | None
+
+
+@dataclass(frozen=True, slots=True)
+class KindStats:
+    kind: str
+    counts: Mapping[Status, int]
+    #: Pending rows whose ``visible_at`` is still in the future.
+    scheduled: int
+    #: Age of the oldest eligible pending row, or None when nothing is eligible.
+    oldest_eligible_age: timedelta | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    kinds: tuple[KindStats, ...] = field(default_factory=tuple)
+
+    @property
+    def oldest_eligible_age(self) -> timedelta | None:
+        ages = [k.oldest_eligible_age for k in self.kinds if k.oldest_eligible_age is not None]
+        return max(ages, default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedMigration:
+    version: int
+    name: str
