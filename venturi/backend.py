@@ -141,7 +141,7 @@ class Backend(Protocol):
         ...
 
     def cancel_job(self, job_id: str, note: str = "cancelled") -> JobRow:
-        """``pending`` -> ``dead`` with a ``dead`` journal entry; raises JobNotFound / InvalidState."""
+        """``pending`` -> ``dead``, journalled; raises JobNotFound / InvalidState."""
         ...
 
     def cleanup(self, *, older_than: timedelta, status: Status | None, batch_size: int) -> int:

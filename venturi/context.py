@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 from venturi.errors import InvalidDelay
 
 
-class Pause(Exception):  # noqa: N818 - a signal, like errors.Retry
+class Pause(Exception):
     """Raised by ``Context.pause``; the executor turns it into a ``paused`` outcome.
 
     It derives from ``Exception`` like Celery's ``Retry``: a handler that wraps
@@ -30,8 +30,15 @@ class Context:
     decorated function get a context with ``job_id=None`` and ``run_count=0``.
     """
 
-    __slots__ = ("_attachment", "_has_attachment", "carry", "failure_count", "job_id", "kind",
-                 "run_count")
+    __slots__ = (
+        "_attachment",
+        "_has_attachment",
+        "carry",
+        "failure_count",
+        "job_id",
+        "kind",
+        "run_count",
+    )
 
     def __init__(
         self,
@@ -50,7 +57,9 @@ class Context:
         self._attachment: Any = None
         self._has_attachment = False
 
-    def pause(self, delay: timedelta | float | None = None, *, until: datetime | None = None) -> NoReturn:
+    def pause(
+        self, delay: timedelta | float | None = None, *, until: datetime | None = None
+    ) -> NoReturn:
         """End this run as ``paused``: carry saved, no failure counted.
 
         The row is pending again after ``delay`` (seconds or a timedelta), or at

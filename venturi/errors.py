@@ -113,7 +113,9 @@ class JobNotFound(VenturiError):
 
 class InvalidState(VenturiError):
     def __init__(self, job_id: str, status: str, action: str, allowed: str) -> None:
-        super().__init__(f"cannot {action} job {job_id}: it is {status}, and only {allowed} jobs can be")
+        super().__init__(
+            f"cannot {action} job {job_id}: it is {status}, and only {allowed} jobs can be"
+        )
         self.job_id = job_id
         self.status = status
 
@@ -146,7 +148,7 @@ class BackendUnavailable(VenturiError):
     """The database could not be reached, or a connection broke mid-operation."""
 
 
-class Fail(Exception):  # noqa: N818 - a signal named for what the handler says, as Celery's Reject
+class Fail(Exception):
     """Raised by a handler: the job goes ``dead`` at once, no retry (ADR 13)."""
 
     def __init__(self, message: str = "") -> None:
@@ -154,7 +156,7 @@ class Fail(Exception):  # noqa: N818 - a signal named for what the handler says,
         self.message = message
 
 
-class Retry(Exception):  # noqa: N818 - as celery.exceptions.Retry
+class Retry(Exception):
     """Raised by a handler: a failure retried after an explicit delay (ADR 13).
 
     Counts as a failure (``failure_count += 1``) so that the backstop still

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import Enum, IntEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 
@@ -24,7 +24,7 @@ class Priority(IntEnum):
     LOW = 2
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """Lifecycle states (ADR 5)."""
 
     PENDING = "pending"
@@ -37,7 +37,7 @@ class Status(str, Enum):
         return self in (Status.COMPLETED, Status.DEAD)
 
 
-class OutcomeKind(str, Enum):
+class OutcomeKind(StrEnum):
     """Journal outcomes (ADR 11): the four run endings and three lifecycle entries."""
 
     COMPLETED = "completed"
@@ -49,7 +49,7 @@ class OutcomeKind(str, Enum):
     MERGED = "merged"
 
 
-class MergeAction(str, Enum):
+class MergeAction(StrEnum):
     KEEP = "keep"
     REPLACE = "replace"
     COMBINE = "combine"

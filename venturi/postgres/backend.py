@@ -263,9 +263,7 @@ class PostgresBackend:
 
     def _enqueue_deduplicated(self, conn: Connection, job: NewJob) -> JobRef:
         self._queries.lock_dedup_key.exec(conn, lock_name=self._dedup_lock_name(job))
-        sibling = self._queries.find_dedup_sibling.one(
-            conn, kind=job.kind, dedup_key=job.dedup_key
-        )
+        sibling = self._queries.find_dedup_sibling.one(conn, kind=job.kind, dedup_key=job.dedup_key)
         decision = None
         if sibling is not None and job.merge is not None:
             decision = job.merge(sibling["payload"])
@@ -390,7 +388,7 @@ class PostgresBackend:
         return row["wait"] if row is not None else None
 
     def now(self) -> datetime:
-        row = self._run(lambda conn: self._queries.database_now.one(conn))
+        row = self._run(self._queries.database_now.one)
         assert row is not None
         now: datetime = row["now"]
         return now
@@ -460,11 +458,16 @@ class PostgresBackend:
         return Page(jobs, next_cursor)
 
     def retry_job(self, job_id: str) -> JobRow:
-        return self._change_state(job_id, "retry", "dead", lambda conn: self._queries.retry_job.one(conn, id=job_id))
+        return self._change_state(
+            job_id, "retry", "dead", lambda conn: self._queries.retry_job.one(conn, id=job_id)
+        )
 
     def cancel_job(self, job_id: str, note: str = "cancelled") -> JobRow:
         return self._change_state(
-            job_id, "cancel", "pending", lambda conn: self._queries.cancel_job.one(conn, id=job_id, note=note)
+            job_id,
+            "cancel",
+            "pending",
+            lambda conn: self._queries.cancel_job.one(conn, id=job_id, note=note),
         )
 
     def _change_state(
@@ -499,13 +502,15 @@ class PostgresBackend:
                 return total
 
     def stats(self) -> Stats:
-        rows = self._run(lambda conn: self._queries.stats.many(conn))
+        rows = self._run(self._queries.stats.many)
         by_kind: dict[str, list[dict[str, Any]]] = {}
         for row in rows:
             by_kind.setdefault(row["kind"], []).append(row)
         kinds = []
         for kind, kind_rows in by_kind.items():
-            ages = [r["oldest_eligible_age"] for r in kind_rows if r["oldest_eligible_age"] is not None]
+            ages = [
+                r["oldest_eligible_age"] for r in kind_rows if r["oldest_eligible_age"] is not None
+            ]
             kinds.append(
                 KindStats(
                     kind=kind,

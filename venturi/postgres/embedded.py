@@ -38,7 +38,9 @@ def embedded_database_url() -> str:
     try:
         server = pgserver.get_server(directory, cleanup_mode=None)
     except Exception as exc:  # pgserver raises plain exceptions from initdb/pg_ctl
-        raise EmbeddedUnavailable(f"could not start the embedded server in {directory}: {exc}") from exc
+        raise EmbeddedUnavailable(
+            f"could not start the embedded server in {directory}: {exc}"
+        ) from exc
     url: str = server.get_uri()
     logger.info("no database URL configured: using the embedded PostgreSQL server in %s", directory)
     return url

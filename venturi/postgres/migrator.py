@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -82,7 +83,7 @@ class Migrator:
         self._prefix = prefix
         self._migrations = migrations if migrations is not None else load_migrations()
 
-    def migrate(self, conn: psycopg.Connection[tuple[object, ...]]) -> list[AppliedMigration]:
+    def migrate(self, conn: psycopg.Connection[Any]) -> list[AppliedMigration]:
         """Apply what is missing on ``conn`` (an autocommit connection of its own)."""
         lock_name = self._prefix.lock_name("migrate")
         conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock_name,))
@@ -91,9 +92,7 @@ class Migrator:
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock_name,))
 
-    def _migrate_locked(
-        self, conn: psycopg.Connection[tuple[object, ...]]
-    ) -> list[AppliedMigration]:
+    def _migrate_locked(self, conn: psycopg.Connection[Any]) -> list[AppliedMigration]:
         sql = self._prefix.substitute
         conn.execute(sql(_CREATE_HISTORY))
         applied = {
@@ -111,12 +110,15 @@ class Migrator:
         for migration in self._migrations:
             if migration.version in applied:
                 continue
-            with conn.transaction():
-                conn.execute(self._prefix.substitute(migration.template))
-                conn.execute(
-                    sql(_INSERT_HISTORY),
-                    (migration.version, migration.name, migration.checksum),
-                )
+            try:
+                self._apply(conn, migration)
+            except psycopg.OperationalError:
+                raise
+            except psycopg.Error as exc:
+                raise MigrationError(
+                    f"migration V{migration.version}__{migration.name} failed and was rolled "
+                    f"back: {exc}"
+                ) from exc
             logger.info(
                 "applied migration V%d__%s to prefix %s",
                 migration.version,
@@ -125,3 +127,11 @@ class Migrator:
             )
             done.append(AppliedMigration(migration.version, migration.name))
         return done
+
+    def _apply(self, conn: psycopg.Connection[Any], migration: MigrationFile) -> None:
+        with conn.transaction():
+            conn.execute(self._prefix.substitute(migration.template))
+            conn.execute(
+                self._prefix.substitute(_INSERT_HISTORY),
+                (migration.version, migration.name, migration.checksum),
+            )

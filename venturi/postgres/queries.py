@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import psycopg
 from psycopg.rows import dict_row
@@ -69,14 +69,16 @@ def parse_queries(text: str) -> dict[str, Query]:
         end = headers[index + 1].start() if index + 1 < len(headers) else len(text)
         body = text[header.end() : end]
         sql = "\n".join(
-            line for line in body.splitlines() if line.strip() and not line.lstrip().startswith("--")
+            line
+            for line in body.splitlines()
+            if line.strip() and not line.lstrip().startswith("--")
         ).strip()
         name = header["name"]
         if not sql:
             raise QueryFileError(f"query {name} has no SQL")
         if name in queries:
             raise QueryFileError(f"query {name} is defined twice")
-        queries[name] = Query(name, header["card"], sql)
+        queries[name] = Query(name, cast(Cardinality, header["card"]), sql)
     return queries
 
 

@@ -1,0 +1,161 @@
+"""After V3 the schema equals the seed's DDL exactly; V1 and V2 are what they claim.
+
+The comparison reads the catalogs of two prefixes in one database: one built
+by the migration runner, one by running the seed document's DDL verbatim.
+Every name is normalised back to the ``{{prefix}}`` token before comparing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from venturi.postgres.migrator import Migrator, load_migrations
+from venturi.postgres.naming import Prefix
+
+SEED_DDL = (Path(__file__).parent / "seed_schema.sql").read_text()
+
+
+def snapshot(conn: psycopg.Connection[Any], prefix: str) -> dict[str, Any]:
+    """Columns, constraints and indexes of the prefix's two tables, prefix-normalised."""
+
+    def norm(text: str) -> str:
+        return text.replace(prefix, "{{prefix}}")
+
+    tables = [f"{prefix}_jobs", f"{prefix}_journal"]
+    columns = conn.execute(
+        """
+        SELECT c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
+               a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attidentity
+        FROM pg_attribute a
+        JOIN pg_class c ON c.oid = a.attrelid
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped
+        ORDER BY c.relname, a.attnum
+        """,
+        (tables,),
+    ).fetchall()
+    constraints = conn.execute(
+        """
+        SELECT c.relname, k.conname, k.contype, pg_get_constraintdef(k.oid)
+        FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+        WHERE c.relname = ANY(%s)
+        ORDER BY c.relname, k.conname
+        """,
+        (tables,),
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) ORDER BY indexname",
+        (tables,),
+    ).fetchall()
+    return {
+        "columns": [tuple(norm(str(v)) for v in row) for row in columns],
+        "constraints": [tuple(norm(str(v)) for v in row) for row in constraints],
+        "indexes": {norm(name): norm(definition) for name, definition in indexes},
+    }
+
+
+@pytest.fixture
+def conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture
+def fresh_prefix(conn: psycopg.Connection[Any]) -> Iterator[str]:
+    value = f"s_{secrets.token_hex(5)}"
+    yield value
+    for table in ("journal", "jobs", "migrations"):
+        conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
+
+
+def seed_snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    prefix = f"seed_{secrets.token_hex(5)}"
+    try:
+        conn.execute(Prefix.parse(prefix).substitute(SEED_DDL))
+        return snapshot(conn, prefix)
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {prefix}_journal, {prefix}_jobs CASCADE")
+
+
+def test_migrated_schema_equals_the_seed_ddl(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
+    migrated = snapshot(conn, fresh_prefix)
+    expected = seed_snapshot(conn)
+
+    assert migrated["columns"] == expected["columns"]
+    assert migrated["constraints"] == expected["constraints"]
+    assert migrated["indexes"] == expected["indexes"]
+
+
+def test_seed_snapshot_names_every_part_the_seed_defines(conn: psycopg.Connection[Any]) -> None:
+    """Guards the comparison itself: an empty or partial snapshot would compare equal."""
+    expected = seed_snapshot(conn)
+    assert len(expected["columns"]) == 14 + 8
+    kinds = sorted(c[2] for c in expected["constraints"])
+    assert kinds == ["c", "c", "c", "f", "p", "p"]
+    fk = next(c for c in expected["constraints"] if c[2] == "f")
+    assert "ON DELETE CASCADE" in fk[3]
+    assert set(expected["indexes"]) == {
+        "{{prefix}}_jobs_pkey",
+        "{{prefix}}_journal_pkey",
+        "{{prefix}}_jobs_claim",
+        "{{prefix}}_jobs_claim_priority",
+        "{{prefix}}_jobs_visible",
+        "{{prefix}}_jobs_dedup",
+        "{{prefix}}_jobs_lease",
+        "{{prefix}}_jobs_history",
+        "{{prefix}}_jobs_finished",
+        "{{prefix}}_jobs_created",
+        "{{prefix}}_journal_job",
+    }
+    assert "WHERE (status = 'pending'::text)" in expected["indexes"]["{{prefix}}_jobs_claim"]
+
+
+V1_INDEXES = {
+    "{{prefix}}_jobs_claim": "ON public.{{prefix}}_jobs USING btree (kind, priority, created_at) "
+    "WHERE (status = 'pending'::text)",
+    "{{prefix}}_jobs_claim_priority": "ON public.{{prefix}}_jobs "
+    "USING btree (priority, created_at) WHERE (status = 'pending'::text)",
+    "{{prefix}}_jobs_dedup": "ON public.{{prefix}}_jobs USING btree (kind, dedup_key) "
+    "WHERE ((dedup_key IS NOT NULL) AND (status = 'pending'::text))",
+    "{{prefix}}_journal_job": "ON public.{{prefix}}_journal USING btree (job_id)",
+    "{{prefix}}_journal_kind": "ON public.{{prefix}}_journal USING btree (kind, recorded_at)",
+}
+
+
+def _index_bodies(snap: dict[str, Any]) -> dict[str, str]:
+    return {name: d.split(f" {name} ", 1)[1] for name, d in snap["indexes"].items()}
+
+
+def test_v1_has_the_original_indexes(conn: psycopg.Connection[Any], fresh_prefix: str) -> None:
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:1]).migrate(conn)
+    bodies = _index_bodies(snapshot(conn, fresh_prefix))
+
+    for name, body in V1_INDEXES.items():
+        assert bodies[name] == body
+    assert "{{prefix}}_jobs_finished" not in bodies
+    assert "{{prefix}}_jobs_created" not in bodies
+
+
+def test_v2_adds_only_the_pagination_index(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    migrator = Migrator(Prefix.parse(fresh_prefix), load_migrations()[:1])
+    migrator.migrate(conn)
+    before = _index_bodies(snapshot(conn, fresh_prefix))
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:2]).migrate(conn)
+    after = _index_bodies(snapshot(conn, fresh_prefix))
+
+    assert set(after) - set(before) == {"{{prefix}}_jobs_created"}
+    assert (
+        after["{{prefix}}_jobs_created"] == "ON public.{{prefix}}_jobs USING btree (created_at, id)"
+    )
+    assert {k: v for k, v in after.items() if k in before} == before
