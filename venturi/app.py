@@ -11,18 +11,33 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from venturi.backend import Backend
-from venturi.errors import JobNotFound
+from venturi.context import Context
+from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
 from venturi.registry import Registry, default_registry, set_current_app
 from venturi.schedule import Schedule
-from venturi.task import Task, TaskOptions, make_task
+from venturi.task import Task, TaskDecorator, TaskOptions
 from venturi.types import AppliedMigration, Cursor, JobDetail, JobRow, Page, Stats, Status
 
 logger = logging.getLogger(__name__)
 
 DATABASE_URL_ENV = "VENTURI_DATABASE_URL"
+MAX_PAGE_SIZE = 1000
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _status(value: Status | str | None) -> Status | None:
+    if value is None or isinstance(value, Status):
+        return value
+    try:
+        return Status(value)
+    except ValueError:
+        allowed = ", ".join(s.value for s in Status)
+        raise InvalidArgument(f"unknown status {value!r}; use one of {allowed}") from None
 
 
 class App:
@@ -61,6 +76,23 @@ class App:
         if set_as_current:
             set_current_app(self)
 
+    def override(self, *, database_url: str | None = None, prefix: str | None = None) -> None:
+        """Point this App at other settings (the CLI's ``--database-url``/``--prefix``).
+
+        Only before its backend exists: once built, connections are open on the old ones.
+        """
+        from venturi.postgres.naming import Prefix
+
+        if self._backend is not None:
+            raise ConfigurationError(
+                "cannot change database_url/prefix of an App whose backend already exists "
+                "(built with backend=, or used before the override)"
+            )
+        if prefix is not None:
+            self.prefix = Prefix.parse(prefix).value
+        if database_url is not None:
+            self.database_url = database_url
+
     @property
     def backend(self) -> Backend:
         if self._backend is None:
@@ -72,17 +104,17 @@ class App:
         return self._backend
 
     @overload
-    def task(self, fn: Callable[..., Any], /) -> Task[Any, Any]: ...
+    def task(self, fn: Callable[Concatenate[Context, P], R], /) -> Task[P, R]: ...
     @overload
-    def task(self, /, **options: Any) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+    @overload
+    def task(self, /, **options: Any) -> TaskDecorator: ...
     def task(
         self, fn: Callable[..., Any] | None = None, /, **options: Any
-    ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
+    ) -> Task[Any, Any] | TaskDecorator:
         """Register a task on this App only (``@venturi.task`` registers on every App)."""
-        opts = TaskOptions.parse(**options)
-        if fn is not None:
-            return make_task(fn, opts, registry=self.registry, app=self)
-        return lambda f: make_task(f, opts, registry=self.registry, app=self)
+        decorator = TaskDecorator(TaskOptions.parse(**options), registry=self.registry, app=self)
+        return decorator(fn) if fn is not None else decorator
 
     def tasks(self) -> Mapping[str, Task[Any, Any]]:
         """Every task this App serves: its own plus the default registry's."""
@@ -131,12 +163,9 @@ class App:
         after: Cursor | None = None,
     ) -> Page:
         """One page of jobs, newest first; pass ``page.next`` as ``after`` for the next one."""
-        return self.backend.list_jobs(
-            status=Status(status) if status is not None else None,
-            kind=kind,
-            limit=limit,
-            after=after,
-        )
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
+        return self.backend.list_jobs(status=_status(status), kind=kind, limit=limit, after=after)
 
     def retry(self, job_id: str) -> JobRow:
         """Make a ``dead`` job pending again, eligible now."""
@@ -150,11 +179,14 @@ class App:
         self, *, older_than: timedelta, status: Status | str | None = None, batch_size: int = 1000
     ) -> int:
         """Delete terminal jobs finished before ``now() - older_than``; returns how many."""
-        return self.backend.cleanup(
-            older_than=older_than,
-            status=Status(status) if status is not None else None,
-            batch_size=batch_size,
-        )
+        parsed = _status(status)
+        if parsed is not None and not parsed.is_terminal:
+            raise InvalidArgument(f"cleanup deletes terminal jobs only, not {parsed.value!r} ones")
+        if older_than < timedelta(0):
+            raise InvalidArgument(f"older_than must not be negative, got {older_than}")
+        if batch_size < 1:
+            raise InvalidArgument(f"batch_size must be at least 1, got {batch_size}")
+        return self.backend.cleanup(older_than=older_than, status=parsed, batch_size=batch_size)
 
     def stats(self) -> Stats:
         return self.backend.stats()

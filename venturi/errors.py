@@ -15,12 +15,14 @@ The tree::
     │   ├── InvalidPriority       not one of the three tiers (ADR 22)
     │   ├── InvalidDelay          negative countdown, naive eta, both countdown and eta
     │   └── InvalidKind           empty kind, or one with control characters
+    ├── InvalidArgument           an operation's argument out of range (limit, status, ...)
     ├── JobNotFound               an operation named an id that does not exist
     ├── InvalidState              an operation on a job whose status does not allow it
     ├── MigrationError            the migration runner refused to go on (ADR 24)
     │   ├── ChecksumMismatch      an applied migration file was edited afterwards
     │   └── DatabaseAhead         the database has versions this code does not know
-    └── BackendUnavailable        the database could not be reached or answered with an error
+    ├── BackendUnavailable        the database could not be reached
+    └── SchemaMissing             the prefix's tables do not exist: run ``venturi migrate``
 
 ``Fail`` and ``Retry`` are control flow raised *by handlers*; they are not
 ``VenturiError`` so that ``except VenturiError`` around ``.delay()`` never
@@ -105,6 +107,10 @@ class InvalidKind(EnqueueError):
         self.kind = kind
 
 
+class InvalidArgument(VenturiError, ValueError):
+    """An operation's argument is out of range; nothing was read or written."""
+
+
 class JobNotFound(VenturiError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job with id {job_id!r}")
@@ -146,6 +152,15 @@ class DatabaseAhead(MigrationError):
 
 class BackendUnavailable(VenturiError):
     """The database could not be reached, or a connection broke mid-operation."""
+
+
+class SchemaMissing(VenturiError):
+    def __init__(self, prefix: str) -> None:
+        super().__init__(
+            f"the tables of prefix {prefix!r} do not exist: run `venturi migrate` "
+            "(or app.migrate()) first"
+        )
+        self.prefix = prefix
 
 
 class Fail(Exception):

@@ -18,12 +18,10 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-import orjson
 import psycopg
-from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from venturi.errors import BackendUnavailable, InvalidState, JobNotFound
+from venturi.errors import BackendUnavailable, InvalidState, JobNotFound, SchemaMissing
 from venturi.postgres.migrator import Migrator
 from venturi.postgres.naming import Prefix
 from venturi.postgres.queries import Queries
@@ -57,19 +55,19 @@ Connection = psycopg.Connection[Any]
 DEFAULT_CONNECT_TIMEOUT = 5.0
 
 
-def _configure(conn: Connection) -> None:
-    set_json_loads(orjson.loads, conn)
-
-
 def _connect_kwargs(connect_timeout: float) -> dict[str, Any]:
     return {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
 
 
 @contextmanager
-def _translated_errors() -> Iterator[None]:
+def _translated_errors(prefix: Prefix | None = None) -> Iterator[None]:
     try:
         yield
-    except (psycopg.OperationalError, PoolTimeout) as exc:
+    except psycopg.errors.UndefinedTable as exc:
+        if prefix is None:
+            raise
+        raise SchemaMissing(prefix.value) from exc
+    except psycopg.OperationalError as exc:
         raise BackendUnavailable(f"database unavailable: {exc}") from exc
 
 
@@ -165,7 +163,6 @@ class PostgresBackend:
             min_size=1,
             max_size=pool_size,
             kwargs=_connect_kwargs(connect_timeout),
-            configure=_configure,
             timeout=connect_timeout,
             open=False,
             name=f"venturi-{self._prefix.value}",
@@ -178,26 +175,36 @@ class PostgresBackend:
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        with _translated_errors():
-            if not self._pool_opened:
-                self._pool.open(wait=False)
-                self._pool_opened = True
-            with self._pool.connection() as conn:
+        if not self._pool_opened:
+            self._pool.open(wait=False)
+            self._pool_opened = True
+        try:
+            with self._pool.connection() as conn, _translated_errors(self._prefix):
                 yield conn
+        except PoolTimeout as exc:
+            raise BackendUnavailable(self._why_unavailable(exc)) from exc
+
+    def _why_unavailable(self, timeout: PoolTimeout) -> str:
+        """The pool only says it timed out; one direct attempt says why (refused, no such db)."""
+        try:
+            psycopg.connect(self._url, **_connect_kwargs(self._connect_timeout)).close()
+        except psycopg.Error as exc:
+            return f"database unavailable: {str(exc).strip()}"
+        waited = self._connect_timeout
+        return f"database unavailable: no pooled connection within {waited}s ({timeout})"
 
     @contextmanager
     def _transaction(self, connection: object | None = None) -> Iterator[Connection]:
         """A transaction on a pooled connection, or a savepoint/transaction on the caller's."""
         if connection is None:
-            with self._connection() as conn, _translated_errors(), conn.transaction():
+            with self._connection() as conn, conn.transaction():
                 yield conn
             return
         if not isinstance(connection, psycopg.Connection):
             raise TypeError(
                 f"connection= takes a psycopg.Connection, got {type(connection).__name__}"
             )
-        set_json_loads(orjson.loads, connection)
-        with _translated_errors():
+        with _translated_errors(self._prefix):
             idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             if idle and not connection.autocommit:
                 # psycopg's transaction() would BEGIN and COMMIT here, publishing the
@@ -208,7 +215,7 @@ class PostgresBackend:
                 yield connection
 
     def _run(self, action: Callable[[Connection], T]) -> T:
-        with self._connection() as conn, _translated_errors():
+        with self._connection() as conn:
             return action(conn)
 
     # -- schema ------------------------------------------------------------------

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, Literal, cast
 
+import orjson
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
 
 from venturi.postgres.naming import Prefix
 
@@ -36,12 +38,14 @@ class Query:
         """At most one row (``None`` when there is none)."""
         self._expect("one")
         with conn.cursor(row_factory=dict_row) as cur:
+            set_json_loads(orjson.loads, cur)
             cur.execute(self.sql, params)
             return cur.fetchone()
 
     def many(self, conn: psycopg.Connection[Any], **params: Any) -> list[dict[str, Any]]:
         self._expect("many")
         with conn.cursor(row_factory=dict_row) as cur:
+            set_json_loads(orjson.loads, cur)
             cur.execute(self.sql, params)
             return cur.fetchall()
 

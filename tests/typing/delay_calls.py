@@ -1,0 +1,33 @@
+"""Type-checked by tests/unit/test_typing.py, never run: ``.delay()`` is checked
+against the handler's signature (without ``ctx``). Lines ending in ``# rejected``
+must be flagged by mypy; every other line must pass."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from venturi.context import Context
+from venturi.task import task
+from venturi.types import JobRef, Priority
+
+
+@task(kind="typing.send", priority=Priority.HIGH, lease=timedelta(minutes=2))
+def send(ctx: Context, to: str, subject: str, *, urgent: bool = False) -> str:
+    return to
+
+
+@task
+def total(a: int, b: int = 0) -> int:
+    return a + b
+
+
+accepted: JobRef = send.delay("a@x.org", subject="hi")
+accepted_too: JobRef = send.delay("a@x.org", "hi", urgent=True)
+summed: JobRef = total.delay(1, b=2)
+direct: str = send("a@x.org", "hi")
+
+send.delay(42, subject="hi")  # rejected
+send.delay("a@x.org")  # rejected
+send.delay("a@x.org", subjekt="hi")  # rejected
+total.delay("1")  # rejected
+wrong: int = send("a@x.org", "hi")  # rejected

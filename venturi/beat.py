@@ -1,0 +1,384 @@
+"""Beat: the one active scheduler of a prefix, enqueuing each cron tick once, ahead of time.
+
+Rows. Each schedule's rows carry the dedup key ``beat:<name>`` (the prefix
+``beat:`` is reserved). A tick is enqueued *before* it is due, as a row whose
+``visible_at`` is the tick (ADR 12, 20): workers already sleep until the
+soonest ``visible_at``, so the job starts on time without Beat waking up at
+the right instant, and a Beat that dies just before a tick loses nothing.
+
+One iteration (``run_once``), per schedule:
+
+1. A pending row of the schedule that will hold the next tick, a due row still
+   waiting for a worker, or a row being retried or paused: nothing to do.
+   A schedule has at most one pending row, so when workers fall behind or a
+   run keeps failing, the ticks it covers are coalesced into that one row
+   instead of piling up.
+2. A not-yet-due row that no longer matches the code (expression, time zone,
+   arguments or task kind changed) is cancelled with the note
+   ``schedule changed`` and replaced.
+3. Otherwise the next tick after ``now`` is enqueued, unless a row for exactly
+   that tick already exists in any status (claimed or finished, or cancelled
+   by an operator: cancelling a beat row skips that one tick).
+4. Missed ticks, the ones that passed while no Beat ran: skipped by default
+   (the schedule resumes at its next tick); with ``catch_up=True`` the most
+   recent missed tick runs once, now, when the schedule's latest row is older
+   than it. A schedule with no row at all (new, or its history cleaned up)
+   has nothing to catch up: at most once beats at least once.
+
+Pending rows of a schedule this App does not declare (removed from the code)
+are cancelled with the note ``schedule removed`` when not yet due; due rows
+and runs in progress are left to finish. So every Beat sharing a prefix must
+run the same code; during a rolling deploy only the leader's view counts.
+
+A row cancelled as ``schedule changed`` does not count as "its tick was
+taken" (step 3) for the Beat that cancelled it. A Beat that takes over later
+does not know that, so if the old row's time is also a tick of the new
+expression, that one tick is skipped; the ticks after it are not affected.
+
+At most once. A tick's row can only be claimed at or after the tick, and the
+pending rows are read *before* ``now`` (the database clock): if the row was
+claimed before that read, ``now`` is already past the tick, so "the next
+tick after ``now``" is a later one; step 3's check also catches it. Two Beats
+that both believe they lead (only during a takeover, for at most one
+iteration) enqueue through ADR 10's dedup lock with a resolver that always
+keeps the existing pending row, so they still leave one row.
+
+Leadership. ``Backend.try_lead("beat")`` (a session advisory lock on its own
+connection) elects one Beat per prefix. Standbys retry every
+``standby_interval`` and take over within about that long after the leader
+stops or its connection dies; the leader checks ``is_held()`` (a round trip)
+before each iteration and stands by when it is lost, waiting one
+``standby_interval`` before it competes again.
+
+Why this shape rather than a tick-derived dedup key (``beat:<name>:<tick>``):
+ADR 10 only merges with *pending* siblings, so a per-tick key needs a
+"has this tick ever been enqueued" lookup for every tick, and a retried run of
+an old tick would sit beside new ticks; one key per schedule keeps the
+bookkeeping to one indexed read of pending rows per iteration, gives the
+coalescing above, and lets ``latest_with_dedup_key`` answer the catch-up
+question.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from venturi.backend import Backend, Leadership
+from venturi.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    InvalidSchedule,
+    InvalidState,
+    JobNotFound,
+)
+from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
+from venturi.serialization import decode_json
+from venturi.service import ServiceThread
+from venturi.types import JobRef, JobRow, NewJob
+
+if TYPE_CHECKING:
+    from venturi.app import App
+
+logger = logging.getLogger(__name__)
+
+#: The leadership role, one holder per prefix.
+ROLE = "beat"
+#: How long ``run()`` waits at most before it looks at the signal flag.
+_SIGNAL_SLICE = 0.25
+
+
+class Beat:
+    """Enqueues the App's schedules, as the one active scheduler of its prefix.
+
+    Options:
+        interval: seconds between two iterations of the leader. A tick is
+            enqueued up to ``interval`` after the previous one was claimed, so
+            schedules more frequent than this coalesce.
+        standby_interval: seconds between two attempts of a standby to take
+            the lead; a takeover happens within about this long.
+
+    Raises ``InvalidSchedule`` when two of the App's schedules share a name,
+    ``ConfigurationError`` when the App declares no schedule at all (a Beat
+    that knows none would cancel every other schedule's rows as removed) or
+    for a non-positive interval.
+
+    Three ways to run it::
+
+        venturi.Beat(app).run()                   # blocks; SIGINT/SIGTERM stop it
+        beat = venturi.Beat(app); beat.start()    # a thread inside another process
+        beat.stop(timeout=5)
+        refs = venturi.Beat(app).run_once()       # one iteration, in tests
+    """
+
+    def __init__(self, app: App, *, interval: float = 1.0, standby_interval: float = 2.0) -> None:
+        if not interval > 0:
+            raise ConfigurationError(f"interval must be positive, got {interval!r}")
+        if not standby_interval > 0:
+            raise ConfigurationError(f"standby_interval must be positive, got {standby_interval!r}")
+        self.app = app
+        self.interval = float(interval)
+        self.standby_interval = float(standby_interval)
+        if not self.schedules():
+            raise ConfigurationError(
+                "the App declares no schedules: declare them with @task(schedule=...) or "
+                "app.periodic(...), and import their modules before starting Beat"
+            )
+        self._lock = threading.Lock()
+        self._leadership: Leadership | None = None
+        self._service: ServiceThread | None = None
+        self._loop_ended = threading.Event()
+        self._loop_ended.set()
+        self._signalled = False
+        #: Rows this Beat cancelled as ``schedule changed``: their tick is not "taken".
+        self._superseded: set[str] = set()
+
+    @property
+    def backend(self) -> Backend:
+        return self.app.backend
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this Beat holds the prefix's leadership (as of its last check)."""
+        return self._leadership is not None
+
+    def schedules(self) -> Mapping[str, Schedule]:
+        """The App's schedules by name; ``InvalidSchedule`` if a name is declared twice."""
+        schedules = self.app.schedules()
+        duplicates = duplicate_names(schedules)
+        if duplicates:
+            raise InvalidSchedule(
+                f"schedule name(s) declared more than once: {', '.join(duplicates)}; "
+                "pass name=... to app.periodic() to tell them apart"
+            )
+        return {schedule.name: schedule for schedule in schedules}
+
+    # -- one iteration ---------------------------------------------------------------------
+
+    def run_once(self, now: datetime | None = None) -> list[JobRef]:
+        """Bring every schedule's rows up to date; returns the refs of the rows enqueued.
+
+        ``now`` defaults to the database clock. This does not take the
+        leadership: tests call it directly (STYLE R9), and so may a caller that
+        knows it is the only scheduler.
+        """
+        schedules = self.schedules()
+        if not schedules:
+            return []
+        # Read the pending rows before the clock (see "At most once" above).
+        rows = self.backend.pending_with_dedup_prefix(DEDUP_PREFIX)
+        if now is None:
+            now = self.backend.now()
+        pending: dict[str, list[JobRow]] = {}
+        for row in rows:
+            assert row.dedup_key is not None
+            pending.setdefault(row.dedup_key.removeprefix(DEDUP_PREFIX), []).append(row)
+        for name, orphans in pending.items():
+            if name not in schedules:
+                self._cancel_future(orphans, now, note="schedule removed", name=name)
+        jobs = [
+            job
+            for schedule in schedules.values()
+            if (job := self._next_job(schedule, pending.get(schedule.name, []), now)) is not None
+        ]
+        if not jobs:
+            return []
+        refs = self.backend.enqueue(jobs)
+        for job, ref in zip(jobs, refs, strict=True):
+            logger.debug(
+                "enqueued %s for %s (job %s%s)",
+                job.kind,
+                job.eta.isoformat() if job.eta else "now",
+                ref.id,
+                ", already pending" if ref.merged else "",
+                extra={"job_id": ref.id, "kind": job.kind},
+            )
+        return refs
+
+    def _next_job(self, schedule: Schedule, rows: list[JobRow], now: datetime) -> NewJob | None:
+        tick = schedule.next_tick(after=now)
+        expected = schedule.new_job(eta=tick)
+        kind = schedule.task.kind
+        stale = [row for row in rows if _is_stale(row, expected, now)]
+        if stale:
+            self._superseded.update(
+                self._cancel_future(stale, now, note="schedule changed", name=schedule.name)
+            )
+        if any(row.kind == kind and row not in stale for row in rows):
+            return None
+        latest = self.backend.latest_with_dedup_key(kind, schedule.dedup_key)
+        if latest is not None and latest.id not in self._superseded:
+            if latest.visible_at == tick:
+                return None
+            if schedule.catch_up:
+                missed = schedule.previous_tick(until=now)
+                if latest.visible_at < missed:
+                    logger.info(
+                        "schedule %s missed its tick of %s; catching up now",
+                        schedule.name,
+                        missed.isoformat(),
+                        extra={"kind": kind},
+                    )
+                    return schedule.new_job(eta=missed)
+        return expected
+
+    def _cancel_future(
+        self, rows: list[JobRow], now: datetime, *, note: str, name: str
+    ) -> list[str]:
+        """Cancel the rows that are not yet due and never ran; returns their ids."""
+        cancelled = []
+        for row in rows:
+            if row.run_count > 0 or row.visible_at <= now:
+                continue
+            try:
+                self.backend.cancel_job(row.id, note)
+            except (InvalidState, JobNotFound):
+                continue  # claimed, or cancelled by another Beat, since the read
+            cancelled.append(row.id)
+            logger.info(
+                "cancelled job %s of schedule %s (%s)",
+                row.id,
+                name,
+                note,
+                extra={"job_id": row.id, "kind": row.kind},
+            )
+        return cancelled
+
+    # -- leadership and the loop -----------------------------------------------------------
+
+    def step(self) -> float:
+        """One turn of the loop: lead (or try to), run an iteration; returns the wait.
+
+        Raises what ``run_once`` raises; the loop turns ``BackendUnavailable``
+        into a backoff (service.py).
+        """
+        if not self._lead():
+            return self.standby_interval
+        self.run_once()
+        return self.interval
+
+    def _lead(self) -> bool:
+        leadership = self._leadership
+        if leadership is not None:
+            try:
+                is_held = leadership.is_held()
+            except BackendUnavailable:
+                is_held = False
+            if is_held:
+                return True
+            logger.warning("beat lost the leadership of prefix %s; standing by", self.app.prefix)
+            self._release()
+            return False
+        leadership = self.backend.try_lead(ROLE)
+        if leadership is None:
+            return False
+        with self._lock:
+            service = self._service
+            if service is not None and service.stopping.is_set():
+                leadership.release()
+                return False
+            self._leadership = leadership
+        logger.info("beat is the active scheduler of prefix %s", self.app.prefix)
+        return True
+
+    def _release(self) -> None:
+        with self._lock:
+            leadership, self._leadership = self._leadership, None
+        if leadership is not None:
+            leadership.release()
+
+    def start(self) -> None:
+        """Start the loop on a named daemon thread and return; a no-op while running."""
+        service = self._begin()
+        if service is None:
+            return
+        thread = threading.Thread(
+            target=self._loop, args=(service,), name=service.name, daemon=True
+        )
+        thread.start()
+
+    def run(self) -> None:
+        """Run the loop in this thread until ``stop()``, SIGINT or SIGTERM.
+
+        Signal handlers are installed only here, only from the main thread, and
+        restored on return; the leadership is released on the way out so that
+        a standby takes over at once. The App is left open.
+        """
+        service = self._begin()
+        if service is None:
+            raise ConfigurationError("this Beat is already running")
+        previous = self._install_signal_handlers()
+        try:
+            self._loop(service)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the loop and release the leadership; idempotent, safe before ``start()``.
+
+        Waits up to ``timeout`` seconds for the current iteration to end.
+        """
+        with self._lock:
+            service = self._service
+        if service is not None:
+            service.request_stop()
+            if not self._loop_ended.wait(timeout):
+                logger.warning("beat loop did not stop within %.1fs", timeout)
+        self._release()
+
+    def _begin(self) -> ServiceThread | None:
+        with self._lock:
+            if self._service is not None:
+                return None
+            self._service = ServiceThread(f"venturi-beat-{id(self):x}", self.step)
+            self._loop_ended.clear()
+            self._signalled = False
+            return self._service
+
+    def _loop(self, service: ServiceThread) -> None:
+        logger.info("beat started for prefix %s", self.app.prefix)
+        try:
+            while not self._is_stopping(service):
+                delay = service.guarded_step()
+                deadline = time.monotonic() + delay
+                while not self._is_stopping(service) and (left := deadline - time.monotonic()) > 0:
+                    service.stopping.wait(min(left, _SIGNAL_SLICE))
+        finally:
+            self._release()
+            with self._lock:
+                self._service = None
+            self._loop_ended.set()
+            logger.info("beat stopped for prefix %s", self.app.prefix)
+
+    def _is_stopping(self, service: ServiceThread) -> bool:
+        return service.stopping.is_set() or self._signalled
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {
+            signum: signal.signal(signum, self._on_signal)
+            for signum in (signal.SIGINT, signal.SIGTERM)
+        }
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # No locks here (the interrupted thread may hold them): the loop polls the flag.
+        self._signalled = True
+
+
+def _is_stale(row: JobRow, expected: NewJob, now: datetime) -> bool:
+    """A future, never-run row that is not what the schedule would enqueue now."""
+    if row.run_count > 0 or row.visible_at <= now:
+        return False
+    return (
+        row.kind != expected.kind
+        or row.visible_at != expected.eta
+        or row.payload != decode_json(expected.payload)
+    )

@@ -1,0 +1,784 @@
+"""The ``venturi`` command line: operate a queue from a shell or a script.
+
+Subcommands: ``migrate``, ``worker``, ``beat``, ``jobs list|show|retry|cancel``,
+``cleanup`` and ``stats``. Each takes ``--app module:attribute`` (the user's
+App; importing its module registers its tasks), ``--database-url`` and
+``--prefix`` (which override the App's own settings), before or after the
+subcommand name. Without ``--app`` the App is built from the options, then
+``$VENTURI_DATABASE_URL`` / ``$VENTURI_PREFIX``, enough for everything but
+``worker`` and ``beat``.
+
+Results go to stdout, as aligned tables or, with ``--json``, as one JSON
+document (datetimes ISO 8601 in UTC, durations in seconds). Any failure is one
+line on stderr starting ``venturi: error:`` and a non-zero exit status: 2 for
+bad usage or input (unknown option, bad duration, bad prefix, a ``--app`` that
+does not import), 1 for operational errors (database unreachable, unknown job
+id, a job whose status forbids the operation). ``-v`` adds DEBUG logs, and the
+traceback of an error, on stderr; the CLI, not the library, configures logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import importlib
+import importlib.metadata
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import orjson
+
+from venturi.errors import ConfigurationError, VenturiError
+from venturi.types import Cursor, JobDetail, JobRow, JournalEntry, Stats, Status
+
+if TYPE_CHECKING:
+    from venturi.app import App
+
+logger = logging.getLogger(__name__)
+
+PROG = "venturi"
+PREFIX_ENV = "VENTURI_PREFIX"
+DEFAULT_PREFIX = "venturi"
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
+_DURATION = re.compile(rf"(?:{_DURATION_PART.pattern})+")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_CURSOR = re.compile(r"(?P<micros>-?[0-9]+)\.(?P<id>[^\x00-\x1f]+)")
+_DURATION_HINT = "use a number and a unit s, m, h, d or w, e.g. 30s, 15m, 12h, 7d, 2w or 1h30m"
+
+
+class UsageError(Exception):
+    """Bad command-line input; reported as one line with exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, raised rather than printed.
+
+    argparse's own ``error`` prints the usage block and exits; the CLI promises
+    a single ``venturi: error:`` line, so errors travel up to ``main``.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix(PROG).strip()
+        raise UsageError(f"{where}: {message}" if where else message)
+
+
+# ---------------------------------------------------------------- input values
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``30s``, ``15m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1h30m``.
+
+    A unit is required (``7`` alone is refused: seconds or days?). Raises
+    ``ValueError`` with a message that shows the accepted forms.
+    """
+    value = text.strip().lower()
+    if not _DURATION.fullmatch(value):
+        raise ValueError(f"invalid duration {text!r}: {_DURATION_HINT}")
+    seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(value))
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise ValueError(f"invalid duration {text!r}: too large") from None
+
+
+def encode_cursor(cursor: Cursor) -> str:
+    """The opaque text form of a listing position, safe in a shell and a URL.
+
+    It packs the row's ``created_at`` (whole microseconds since the epoch, the
+    database's own precision) and its id; users only copy it back.
+    """
+    micros = (cursor.created_at - _EPOCH) // _MICROSECOND
+    raw = f"{micros}.{cursor.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(text: str) -> Cursor:
+    """Inverse of ``encode_cursor``; raises ``ValueError`` for anything it did not make."""
+    invalid = ValueError(f"invalid cursor {text!r}: pass a cursor printed by 'venturi jobs list'")
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+        match = _CURSOR.fullmatch(raw.decode())
+        if match is None:
+            raise invalid
+        created_at = _EPOCH + int(match["micros"]) * _MICROSECOND
+    except (binascii.Error, UnicodeDecodeError, OverflowError):
+        raise invalid from None
+    return Cursor(created_at=created_at, id=match["id"])
+
+
+def _duration_argument(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds_argument(text: str) -> float:
+    """Seconds as a plain number (``30``, ``2.5``) or as a duration (``1m``)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return _duration_argument(text).total_seconds()
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"invalid seconds {text!r}: must be a finite number >= 0")
+    return seconds
+
+
+def _positive_int_argument(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be a positive integer")
+    return value
+
+
+def _kinds_argument(text: str) -> list[str]:
+    kinds = [kind.strip() for kind in text.split(",") if kind.strip()]
+    if not kinds:
+        raise argparse.ArgumentTypeError(f"invalid kinds {text!r}: give a comma-separated list")
+    return kinds
+
+
+def _cursor_argument(text: str) -> Cursor:
+    try:
+        return decode_cursor(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# -------------------------------------------------------------------- the App
+
+
+def load_app(spec: str) -> App:
+    """Import ``module:attribute`` (``module`` alone means ``module:app``) and return the App.
+
+    The current directory is importable, as with ``python -m``, so that
+    ``venturi worker --app myproject.jobs:app`` works from the project root.
+    Raises ``UsageError`` when the module or attribute cannot be loaded or is
+    not an App; the user's own import-time error is named, not swallowed.
+    """
+    from venturi.app import App
+
+    module_name, _, attribute = spec.partition(":")
+    attribute = attribute or "app"
+    if not module_name or not all(part.isidentifier() for part in attribute.split(".")):
+        raise UsageError(f"invalid --app {spec!r}: use module:attribute, e.g. myproject.jobs:app")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: object = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        logger.debug("importing %s failed", module_name, exc_info=True)
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            raise UsageError(f"cannot import module {module_name!r} (--app {spec})") from exc
+        raise UsageError(
+            f"importing {module_name!r} (--app {spec}) failed: {_describe(exc)}"
+        ) from exc
+    except Exception as exc:
+        logger.debug("importing %s failed", module_name, exc_info=True)
+        raise UsageError(
+            f"importing {module_name!r} (--app {spec}) failed: {_describe(exc)}"
+        ) from exc
+    for name in attribute.split("."):
+        if not hasattr(target, name):
+            raise UsageError(
+                f"module {module_name!r} has no attribute {attribute!r} (--app {spec})"
+            )
+        target = getattr(target, name)
+    if not isinstance(target, App):
+        kind = type(target).__name__
+        raise UsageError(f"--app {spec} is an object of type {kind}, not a venturi.App")
+    return target
+
+
+def _open_app(args: argparse.Namespace) -> App:
+    """The App a subcommand works on: ``--app`` with overrides, or one built from options/env."""
+    from venturi.app import App
+
+    database_url: str | None = getattr(args, "database_url", None)
+    prefix: str | None = getattr(args, "prefix", None)
+    spec: str | None = getattr(args, "app", None)
+    if spec is None:
+        return App(database_url, prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX)
+    app = load_app(spec)
+    if database_url is not None or prefix is not None:
+        _override_settings(app, database_url=database_url, prefix=prefix)
+    return app
+
+
+def _override_settings(app: App, *, database_url: str | None, prefix: str | None) -> None:
+    """Point the user's own App (the object its tasks enqueue through) at other settings.
+
+    The App builds its backend lazily, so until then its settings are plain
+    values; once a backend exists (``backend=`` given, or used at import
+    time) they can no longer change and the override is refused.
+    """
+    try:
+        app.override(database_url=database_url, prefix=prefix)
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+
+
+# ------------------------------------------------------------------ commands
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    with closing(_open_app(args)) as app:
+        applied = app.migrate()
+    if args.json:
+        _write_json({"applied": [{"version": m.version, "name": m.name} for m in applied]})
+    elif applied:
+        _write_lines(f"applied V{m.version}__{m.name}" for m in applied)
+    else:
+        _write_lines(["schema is up to date"])
+    return EXIT_OK
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from venturi.worker import Worker
+
+    with closing(_open_app(args)) as app:
+        if not app.tasks():
+            raise UsageError("no tasks to run: pass --app module:attribute to load your tasks")
+        Worker(app, concurrency=args.concurrency, kinds=args.kinds, grace=args.grace).run()
+    return EXIT_OK
+
+
+def _cmd_beat(args: argparse.Namespace) -> int:
+    from venturi.beat import Beat
+
+    with closing(_open_app(args)) as app:
+        if not app.schedules():
+            raise UsageError("no schedules to run: pass --app module:attribute to load your tasks")
+        Beat(app).run()
+    return EXIT_OK
+
+
+def _cmd_jobs_list(args: argparse.Namespace) -> int:
+    with closing(_open_app(args)) as app:
+        page = app.jobs(status=args.status, kind=args.kind, limit=args.limit, after=args.after)
+    next_cursor = encode_cursor(page.next) if page.next is not None else None
+    if args.json:
+        _write_json({"jobs": [_job_json(job) for job in page.jobs], "next": next_cursor})
+        return EXIT_OK
+    if not page.jobs:
+        _write_lines(["no jobs"])
+    else:
+        header = (
+            "ID",
+            "KIND",
+            "STATUS",
+            "PRIORITY",
+            "RUNS",
+            "FAILURES",
+            "CREATED",
+            "VISIBLE",
+            "FINISHED",
+        )
+        rows = [
+            (
+                job.id,
+                job.kind,
+                job.status.value,
+                job.priority.name.lower(),
+                str(job.run_count),
+                str(job.failure_count),
+                _format_time(job.created_at),
+                _format_time(job.visible_at),
+                _format_time(job.finished_at),
+            )
+            for job in page.jobs
+        ]
+        _write_lines(format_table(header, rows, right={4, 5}))
+    if next_cursor is not None:
+        _write_lines([f"next page: venturi jobs list --after {next_cursor}"])
+    return EXIT_OK
+
+
+def _cmd_jobs_show(args: argparse.Namespace) -> int:
+    with closing(_open_app(args)) as app:
+        detail = app.job(args.id)
+    if args.json:
+        _write_json(_detail_json(detail))
+    else:
+        _write_lines(_detail_lines(detail))
+    return EXIT_OK
+
+
+def _cmd_jobs_retry(args: argparse.Namespace) -> int:
+    with closing(_open_app(args)) as app:
+        job = app.retry(args.id)
+    if args.json:
+        _write_json(_job_json(job))
+    else:
+        visible_at = _format_time(job.visible_at, precise=True)
+        _write_lines([f"job {job.id} retried: {job.status.value}, visible at {visible_at}"])
+    return EXIT_OK
+
+
+def _cmd_jobs_cancel(args: argparse.Namespace) -> int:
+    with closing(_open_app(args)) as app:
+        job = app.cancel(args.id)
+    if args.json:
+        _write_json(_job_json(job))
+    else:
+        _write_lines([f"job {job.id} cancelled: {job.status.value}"])
+    return EXIT_OK
+
+
+def _cmd_cleanup(args: argparse.Namespace) -> int:
+    with closing(_open_app(args)) as app:
+        deleted = app.cleanup(
+            older_than=args.older_than, status=args.status, batch_size=args.batch_size
+        )
+    if args.json:
+        _write_json({"deleted": deleted})
+    else:
+        noun = "job" if deleted == 1 else "jobs"
+        what = f"{args.status} {noun}" if args.status else f"finished {noun}"
+        _write_lines([f"deleted {deleted} {what} older than {format_age(args.older_than)}"])
+    return EXIT_OK
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with closing(_open_app(args)) as app:
+        stats = app.stats()
+    if args.json:
+        _write_json(_stats_json(stats))
+    elif not stats.kinds:
+        _write_lines(["no jobs"])
+    else:
+        _write_lines(_stats_lines(stats))
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------- output
+
+
+def format_table(
+    header: Sequence[str], rows: Iterable[Sequence[str]], *, right: Iterable[int] = ()
+) -> list[str]:
+    """Columns padded to their widest cell, two spaces apart; ``right`` columns right-aligned.
+
+    The last column is not padded, so a long note does not push trailing
+    spaces onto every line.
+    """
+    table = [list(header), *(list(row) for row in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    right_aligned = set(right)
+    lines = []
+    for row in table:
+        cells = [
+            cell.rjust(width) if i in right_aligned else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def format_age(age: timedelta | None) -> str:
+    """A short human duration: ``45s``, ``3m12s``, ``2h``, ``3d04h``; ``-`` for None."""
+    if age is None:
+        return "-"
+    seconds = int(age.total_seconds())
+    if seconds < 0:
+        return "0s"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{seconds:02d}s" if seconds else f"{minutes}m"
+    return f"{seconds}s"
+
+
+def _format_time(value: datetime | None, *, precise: bool = False) -> str:
+    if value is None:
+        return "-"
+    utc = value.astimezone(UTC)
+    if precise:
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _compact_json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _detail_lines(detail: JobDetail) -> list[str]:
+    job = detail.job
+    fields = [
+        ("id", job.id),
+        ("kind", job.kind),
+        ("status", job.status.value),
+        ("priority", f"{job.priority.name.lower()} ({job.priority.value})"),
+        ("created_at", _format_time(job.created_at, precise=True)),
+        ("visible_at", _format_time(job.visible_at, precise=True)),
+        ("finished_at", _format_time(job.finished_at, precise=True)),
+        ("claimed_by", job.claimed_by or "-"),
+        ("claim_expires_at", _format_time(job.claim_expires_at, precise=True)),
+        ("run_count", str(job.run_count)),
+        ("failure_count", str(job.failure_count)),
+        ("dedup_key", job.dedup_key if job.dedup_key is not None else "-"),
+        ("payload", _compact_json(job.payload)),
+        ("carry", _compact_json(job.carry)),
+    ]
+    width = max(len(name) for name, _ in fields)
+    lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
+    if not detail.journal:
+        return [*lines, "", "timeline: no entries"]
+    header = ("ENTRY", "RUN", "RECORDED", "OUTCOME", "ATTACHMENT", "NOTE")
+    rows = [
+        (
+            str(entry.id),
+            str(entry.run_no),
+            _format_time(entry.recorded_at, precise=True),
+            entry.outcome.value,
+            _compact_json(entry.attachment) if entry.attachment is not None else "-",
+            _one_line(entry.note) if entry.note is not None else "-",
+        )
+        for entry in detail.journal
+    ]
+    return [*lines, "", "timeline:", *format_table(header, rows, right={0, 1})]
+
+
+def _stats_lines(stats: Stats) -> list[str]:
+    statuses = list(Status)
+    header = ("KIND", *(s.value.upper() for s in statuses), "SCHEDULED", "OLDEST ELIGIBLE")
+    rows = [
+        (
+            kind.kind,
+            *(str(kind.counts.get(s, 0)) for s in statuses),
+            str(kind.scheduled),
+            format_age(kind.oldest_eligible_age),
+        )
+        for kind in stats.kinds
+    ]
+    totals = (
+        "TOTAL",
+        *(str(sum(k.counts.get(s, 0) for k in stats.kinds)) for s in statuses),
+        str(sum(k.scheduled for k in stats.kinds)),
+        format_age(stats.oldest_eligible_age),
+    )
+    return format_table(header, [*rows, totals], right=range(1, len(header)))
+
+
+def _seconds(age: timedelta | None) -> float | None:
+    return age.total_seconds() if age is not None else None
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.astimezone(UTC) if value is not None else None
+
+
+def _job_json(job: JobRow) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "kind": job.kind,
+        "status": job.status.value,
+        "priority": int(job.priority),
+        "payload": job.payload,
+        "carry": job.carry,
+        "dedup_key": job.dedup_key,
+        "created_at": _utc(job.created_at),
+        "visible_at": _utc(job.visible_at),
+        "finished_at": _utc(job.finished_at),
+        "claimed_by": job.claimed_by,
+        "claim_expires_at": _utc(job.claim_expires_at),
+        "run_count": job.run_count,
+        "failure_count": job.failure_count,
+    }
+
+
+def _entry_json(entry: JournalEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "run_no": entry.run_no,
+        "recorded_at": _utc(entry.recorded_at),
+        "outcome": entry.outcome.value,
+        "note": entry.note,
+        "attachment": entry.attachment,
+    }
+
+
+def _detail_json(detail: JobDetail) -> dict[str, Any]:
+    return {"job": _job_json(detail.job), "journal": [_entry_json(e) for e in detail.journal]}
+
+
+def _stats_json(stats: Stats) -> dict[str, Any]:
+    return {
+        "kinds": [
+            {
+                "kind": kind.kind,
+                "counts": {s.value: kind.counts.get(s, 0) for s in Status},
+                "scheduled": kind.scheduled,
+                "oldest_eligible_age_seconds": _seconds(kind.oldest_eligible_age),
+            }
+            for kind in stats.kinds
+        ],
+        "oldest_eligible_age_seconds": _seconds(stats.oldest_eligible_age),
+    }
+
+
+def _write_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_UTC_Z).decode())
+    sys.stdout.write("\n")
+
+
+def _write_lines(lines: Iterable[str]) -> None:
+    for line in lines:
+        sys.stdout.write(line + "\n")
+
+
+# -------------------------------------------------------------------- parser
+
+
+def _add_app_options(parser: argparse.ArgumentParser, *, nested: bool) -> None:
+    """The options every subcommand takes.
+
+    They are declared on the top-level parser too (``venturi --app x worker``,
+    Celery's habit); on subcommands their default is SUPPRESS so that a value
+    given before the subcommand name is not reset by the subparser's default.
+    """
+    default: Any = argparse.SUPPRESS if nested else None
+    group = parser.add_argument_group("app and database")
+    group.add_argument(
+        "--app",
+        metavar="MODULE:ATTRIBUTE",
+        default=default,
+        help="your venturi.App, e.g. myproject.jobs:app (importing it registers its tasks)",
+    )
+    group.add_argument(
+        "--database-url",
+        metavar="URL",
+        default=default,
+        help="PostgreSQL URL; default: the App's own, else $VENTURI_DATABASE_URL",
+    )
+    group.add_argument(
+        "--prefix",
+        default=default,
+        help=f"table prefix; default: the App's own, else ${PREFIX_ENV}, else {DEFAULT_PREFIX!r}",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS if nested else False,
+        help="log at DEBUG level, and print tracebacks of errors",
+    )
+
+
+def _add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON document instead of a table"
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("venturi")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree; each leaf sets ``handler`` to the function that runs it."""
+    parser = _Parser(
+        prog=PROG,
+        description="venturi: PostgreSQL-backed background jobs.",
+        epilog=(
+            "durations: 30s, 15m, 12h, 7d, 2w (or sums: 1h30m). "
+            "exit status: 0 ok, 1 operational error, 2 usage error."
+        ),
+    )
+    _add_app_options(parser, nested=False)
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(
+        group: argparse._SubParsersAction[_Parser],
+        name: str,
+        help_text: str,
+        handler: Callable[[argparse.Namespace], int] | None,
+    ) -> _Parser:
+        sub = group.add_parser(name, help=help_text, description=help_text)
+        _add_app_options(sub, nested=True)
+        if handler is not None:
+            sub.set_defaults(handler=handler)
+        return sub
+
+    migrate = command(commands, "migrate", "apply pending schema migrations", _cmd_migrate)
+    _add_json_option(migrate)
+
+    worker = command(commands, "worker", "run a worker until SIGTERM/SIGINT", _cmd_worker)
+    worker.add_argument(
+        "--concurrency",
+        type=_positive_int_argument,
+        default=8,
+        metavar="N",
+        help="handler threads (default: 8)",
+    )
+    worker.add_argument(
+        "--kinds",
+        type=_kinds_argument,
+        default=None,
+        metavar="A,B",
+        help="serve only these kinds (default: every task of the App)",
+    )
+    worker.add_argument(
+        "--grace",
+        type=_seconds_argument,
+        default=30.0,
+        metavar="SECONDS",
+        help="on shutdown, how long running handlers may finish (default: 30)",
+    )
+
+    command(commands, "beat", "run the periodic scheduler (one active per prefix)", _cmd_beat)
+
+    jobs = command(commands, "jobs", "inspect and act on jobs", None)
+    actions = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
+    statuses = [s.value for s in Status]
+
+    listing = command(actions, "list", "list jobs, newest first", _cmd_jobs_list)
+    listing.add_argument("--status", choices=statuses, help="only jobs in this status")
+    listing.add_argument("--kind", help="only jobs of this kind")
+    listing.add_argument(
+        "--limit",
+        type=_positive_int_argument,
+        default=50,
+        metavar="N",
+        help="jobs per page (default: 50)",
+    )
+    listing.add_argument(
+        "--after",
+        type=_cursor_argument,
+        metavar="CURSOR",
+        help="continue after the cursor printed with the previous page",
+    )
+    _add_json_option(listing)
+
+    for name, help_text, handler in (
+        ("show", "a job and its timeline", _cmd_jobs_show),
+        ("retry", "make a dead job pending again, eligible now", _cmd_jobs_retry),
+        ("cancel", "make a pending job dead (note 'cancelled')", _cmd_jobs_cancel),
+    ):
+        sub = command(actions, name, help_text, handler)
+        sub.add_argument("id", metavar="ID", help="the job id")
+        _add_json_option(sub)
+
+    cleanup = command(commands, "cleanup", "delete old completed/dead jobs", _cmd_cleanup)
+    cleanup.add_argument(
+        "--older-than",
+        type=_duration_argument,
+        required=True,
+        metavar="DURATION",
+        help="delete jobs finished longer ago than this, e.g. 7d",
+    )
+    cleanup.add_argument(
+        "--status",
+        choices=[s.value for s in Status if s.is_terminal],
+        help="only this terminal status (default: both)",
+    )
+    cleanup.add_argument(
+        "--batch-size",
+        type=_positive_int_argument,
+        default=1000,
+        metavar="N",
+        help="rows deleted per transaction (default: 1000)",
+    )
+    _add_json_option(cleanup)
+
+    stats = command(commands, "stats", "job counts per kind and status", _cmd_stats)
+    _add_json_option(stats)
+    return parser
+
+
+# ---------------------------------------------------------------------- main
+
+
+def _describe(exc: BaseException) -> str:
+    message = _one_line(str(exc))
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _report(message: str) -> None:
+    sys.stderr.write(f"{PROG}: error: {_one_line(message)}\n")
+
+
+def _configure_logging(verbose: bool, command: str | None) -> None:
+    """DEBUG with ``-v``; else INFO for services, WARNING for one-shot commands.
+
+    Long-running services show their lifecycle. A one-shot command ends in
+    one line that says what failed, so the connection pool's retry warnings
+    (one per attempt while the database is unreachable) stay out of it.
+    """
+    is_service = command in ("worker", "beat")
+    level = logging.DEBUG if verbose else logging.INFO if is_service else logging.WARNING
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if not verbose and not is_service:
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status instead of exiting (the console script exits)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        _report(str(exc))
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help and --version print and "exit"
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    _configure_logging(args.verbose, args.command)
+    try:
+        status: int = args.handler(args)
+    except UsageError as exc:
+        logger.debug("usage error", exc_info=True)
+        _report(str(exc))
+        return EXIT_USAGE
+    except ConfigurationError as exc:
+        logger.debug("configuration error", exc_info=True)
+        _report(str(exc))
+        return EXIT_USAGE
+    except VenturiError as exc:
+        logger.debug("operation failed", exc_info=True)
+        _report(str(exc))
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``venturi jobs list | head``): not an error of ours.
+        # Point stdout at devnull so the interpreter's final flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILURE
+    except Exception as exc:
+        logger.debug("unexpected error", exc_info=True)
+        _report(f"unexpected {_describe(exc)} (run with -v for the traceback)")
+        return EXIT_FAILURE
+    return status

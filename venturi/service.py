@@ -1,0 +1,148 @@
+"""The start/stop contract shared by every background loop (STYLE R8).
+
+A ``ServiceThread`` is a named daemon thread that calls one *step* function
+until its stop event is set. The step does one iteration and returns how many
+seconds to wait before the next one; the wait is ``stopping.wait(seconds)``, so
+``request_stop()`` ends it at once. A step that raises does not kill the
+thread: ``BackendUnavailable`` (the database went away) is logged once per
+outage and retried after a capped exponential backoff, and any other error is
+logged with its traceback and retried the same way, because a loop that dies
+silently would leave jobs claimed until their leases lapse.
+
+Threads are daemons so that a handler stuck past every deadline never keeps the
+process alive; ``join`` takes a deadline and reports overruns instead of hanging.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from venturi.errors import BackendUnavailable
+
+logger = logging.getLogger(__name__)
+
+
+class Backoff:
+    """Capped exponential delays with jitter, for retrying after an outage.
+
+    ``next_delay()`` returns ``initial``, then twice that, and so on up to
+    ``cap`` seconds, each multiplied by a random factor in [0.5, 1.0] so that
+    the workers of a fleet do not reconnect in lockstep. ``reset()`` starts
+    over after a success.
+    """
+
+    def __init__(
+        self,
+        *,
+        initial: float = 0.1,
+        cap: float = 5.0,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._initial = initial
+        self._cap = cap
+        self._rand = rand
+        self._attempts = 0
+
+    @property
+    def is_failing(self) -> bool:
+        """True between a failure and the next ``reset()``."""
+        return self._attempts > 0
+
+    def next_delay(self) -> float:
+        base = min(self._cap, self._initial * 2.0 ** min(self._attempts, 32))
+        self._attempts += 1
+        return base * (0.5 + self._rand() / 2)
+
+    def reset(self) -> None:
+        self._attempts = 0
+
+
+class ServiceThread:
+    """One named loop thread: ``step()`` until ``request_stop()``.
+
+    ``step`` returns the seconds to wait before it runs again (``0`` runs it
+    again at once); ``on_exit`` runs in the thread when the loop ends (to close
+    what only that thread uses). The thread is started by ``start()`` and may
+    be started only once; ``request_stop()`` is idempotent and safe before
+    ``start()``.
+
+    Example::
+
+        service = ServiceThread("venturi-beat", beat.run_once)
+        service.start()
+        ...
+        service.request_stop()
+        service.join(deadline=time.monotonic() + 5)
+    """
+
+    def __init__(
+        self, name: str, step: Callable[[], float], *, on_exit: Callable[[], None] | None = None
+    ) -> None:
+        self.name = name
+        self.stopping = threading.Event()
+        self._step = step
+        self._on_exit = on_exit
+        self._backoff = Backoff()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        self.stopping.set()
+
+    def join(self, deadline: float) -> bool:
+        """Wait for the thread until ``deadline`` (``time.monotonic()``); False if it overran."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            logger.warning("thread %s did not stop before its deadline", self.name)
+            return False
+        return True
+
+    def _loop(self) -> None:
+        logger.debug("thread %s started", self.name)
+        try:
+            while not self.stopping.is_set():
+                delay = self.guarded_step()
+                if delay > 0:
+                    self.stopping.wait(delay)
+        finally:
+            if self._on_exit is not None:
+                self._on_exit()
+            logger.debug("thread %s stopped", self.name)
+
+    def guarded_step(self) -> float:
+        """Run one step, turning an error into a backoff delay (see module docstring)."""
+        try:
+            delay = self._step()
+        except BackendUnavailable as exc:
+            is_new_outage = not self._backoff.is_failing
+            wait = self._backoff.next_delay()
+            if is_new_outage:
+                logger.warning(
+                    "%s: database unreachable, retrying with backoff: %s", self.name, exc
+                )
+            else:
+                logger.debug("%s: database still unreachable; retry in %.2fs", self.name, wait)
+            return wait
+        except Exception:
+            wait = self._backoff.next_delay()
+            logger.exception("%s: unexpected error; retrying in %.2fs", self.name, wait)
+            return wait
+        if self._backoff.is_failing:
+            logger.info("%s: database reachable again", self.name)
+            self._backoff.reset()
+        return delay
