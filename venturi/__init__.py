@@ -1,8 +1,28 @@
 """venturi: a PostgreSQL-backed background-job framework (the public API)."""
 
 from venturi.app import App
+from venturi.backoff import Exponential
+from venturi.beat import Beat
 from venturi.context import Context
 from venturi.errors import Fail, Retry, VenturiError
+from venturi.merge import Merge
+from venturi.task import Task, task
 from venturi.types import JobRef, Priority, Status
+from venturi.worker import Worker
 
-__all__ = ["App", "Context", "Fail", "JobRef", "Priority", "Retry", "Status", "VenturiError"]
+__all__ = [
+    "App",
+    "Beat",
+    "Context",
+    "Exponential",
+    "Fail",
+    "JobRef",
+    "Merge",
+    "Priority",
+    "Retry",
+    "Status",
+    "Task",
+    "VenturiError",
+    "Worker",
+    "task",
+]

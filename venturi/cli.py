@@ -257,7 +257,13 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     with closing(_open_app(args)) as app:
         if not app.tasks():
             raise UsageError("no tasks to run: pass --app module:attribute to load your tasks")
-        Worker(app, concurrency=args.concurrency, kinds=args.kinds, grace=args.grace).run()
+        Worker(
+            app,
+            concurrency=args.concurrency,
+            kinds=args.kinds,
+            grace=args.grace,
+            retention=args.retention,
+        ).run()
     return EXIT_OK
 
 
@@ -655,6 +661,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         metavar="SECONDS",
         help="on shutdown, how long running handlers may finish (default: 30)",
+    )
+    worker.add_argument(
+        "--retention",
+        type=_duration_argument,
+        default=None,
+        metavar="DURATION",
+        help="delete terminal jobs finished longer ago than this, e.g. 7d (default: keep all)",
     )
 
     command(commands, "beat", "run the periodic scheduler (one active per prefix)", _cmd_beat)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 SCRIPT = """
 import logging, sys
@@ -16,6 +20,15 @@ app.migrate()
 print(app.backend.now().isoformat())
 app.close()
 """
+
+
+@pytest.fixture(autouse=True)
+def stop_embedded_server(tmp_path: Path) -> Iterator[None]:
+    """The embedded server outlives its clients by design; stop the test's own one."""
+    yield
+    pid_file = tmp_path / ".venturi" / "pgdata" / "postmaster.pid"
+    if pid_file.exists():
+        os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)  # fast shutdown
 
 
 def run(script: str, directory: Path) -> subprocess.CompletedProcess[str]:

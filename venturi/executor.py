@@ -1,0 +1,221 @@
+"""Run one claimed job and say how it ended (ADR 11, 13, 15).
+
+``execute`` never raises for anything a handler does: every ending becomes an
+``Outcome`` the backend records atomically with its journal entry.
+
+======================================  =========================================
+handler ends with                       outcome
+======================================  =========================================
+``return value``                        ``completed``; note = the value as text
+                                        (a ``str`` as is, anything else as JSON,
+                                        ``None`` no note); carry saved
+``ctx.pause(delay, until=)``            ``paused``; carry saved, no failure
+``raise Retry(delay=)``                 a failure retried after ``delay``
+                                        (``None``: the task's backoff)
+any other exception                     a failure: ``retried`` after
+                                        ``task.backoff(failure_count)``, note
+                                        ``Type: message``, carry saved
+a failure reaching ``max_failures``     ``dead`` (the backstop), note says so
+``raise Fail(msg)``                     ``dead`` at once, note = ``msg``
+payload no longer fits the signature    ``dead``, note says so (code changed)
+carry no longer fits ``carry=``         ``dead``, note says so
+carry or attachment that is not JSON    a failure, note = the ``InvalidPayload``
+======================================  =========================================
+
+Failures count towards the backstop (``is_failure``); ``Fail`` does too, so
+the dead row's ``failure_count`` says that its last run failed. Notes are made
+storable: NUL characters are escaped, invalid UTF-8 replaced, and notes longer
+than ``MAX_NOTE_CHARS`` truncated, so that no handler output can make an
+outcome impossible to record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from venturi.backend import Backend
+from venturi.context import Context, Pause
+from venturi.errors import ArgumentsMismatch, Fail, InvalidPayload, Retry
+from venturi.serialization import decode_carry, encode_carry, encode_json
+from venturi.types import ClaimedJob, Finished, Outcome, OutcomeKind
+
+if TYPE_CHECKING:
+    from venturi.task import Task
+
+logger = logging.getLogger(__name__)
+
+#: Longest journal note kept; the journal is a log, not a result store.
+MAX_NOTE_CHARS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """One run of one job: the job, how it ended, and how long the handler took."""
+
+    job: ClaimedJob
+    outcome: Outcome
+    duration: float
+    error: BaseException | None = None
+
+    @property
+    def finished(self) -> Finished:
+        return Finished(self.job.claim, self.outcome)
+
+
+def execute(task: Task[Any, Any], job: ClaimedJob) -> Execution:
+    """Run ``job``'s handler in the calling thread and map its ending to an ``Outcome``.
+
+    Only ``KeyboardInterrupt`` and similar interpreter signals propagate;
+    ``SystemExit`` raised by a handler is an ordinary failure.
+    """
+    started = time.monotonic()
+    try:
+        carry = decode_carry(job.carry, task.carry_type) if task.carry_type else job.carry
+    except Exception as exc:
+        note = f"carry does not fit the task's carry type any more: {exc}"
+        return _done(job, Outcome(OutcomeKind.DEAD, note=note, is_failure=True), started, exc)
+    ctx = Context(
+        job_id=job.claim.job_id,
+        kind=job.kind,
+        run_count=job.claim.run_count,
+        failure_count=job.failure_count,
+        carry=carry,
+    )
+    try:
+        call = task.prepare(ctx, job.payload)
+    except ArgumentsMismatch as exc:
+        # Checked before the handler runs: the code changed since the job was enqueued.
+        # The row is kept dead, so an operator can retry it once the code fits again.
+        note = f"the stored payload no longer fits the handler's signature: {exc}"
+        return _done(job, Outcome(OutcomeKind.DEAD, note=note, is_failure=True), started, exc)
+    error: BaseException | None = None
+    try:
+        result = call()
+    except Pause as pause:
+        outcome = Outcome(OutcomeKind.PAUSED, delay=pause.delay, eta=pause.until)
+    except Fail as exc:
+        error = exc
+        outcome = Outcome(OutcomeKind.DEAD, note=exc.message or "Fail", is_failure=True)
+    except Retry as exc:
+        error = exc
+        outcome = _failure(task, job, _describe(exc), delay=exc.delay)
+    except (Exception, SystemExit) as exc:
+        error = exc
+        outcome = _failure(task, job, _describe(exc))
+    else:
+        outcome = Outcome(OutcomeKind.COMPLETED, note=_result_note(result))
+    try:
+        outcome = _with_json(outcome, task, ctx)
+    except InvalidPayload as exc:
+        error = exc
+        outcome = _failure(task, job, _describe(exc))
+    return _done(job, outcome, started, error)
+
+
+def record(backend: Backend, executions: Sequence[Execution]) -> set[str]:
+    """Write the outcomes in one ``finish`` call; returns the ids written.
+
+    An id missing from the answer had lost its claim (lease expired and the row
+    was recovered or released, ADR 19): its outcome was discarded by the fence,
+    and the newer state of the row stands. That is logged, never retried.
+    """
+    if not executions:
+        return set()
+    written = backend.finish([e.finished for e in executions])
+    for execution in executions:
+        claim = execution.job.claim
+        if claim.job_id not in written:
+            logger.warning(
+                "job %s (kind %s) run %d lost its claim; its %s outcome was discarded",
+                claim.job_id,
+                execution.job.kind,
+                claim.run_count,
+                execution.outcome.kind.value,
+                extra={"job_id": claim.job_id, "kind": execution.job.kind},
+            )
+    return written
+
+
+def _failure(
+    task: Task[Any, Any], job: ClaimedJob, note: str, *, delay: timedelta | None = None
+) -> Outcome:
+    failures = job.failure_count + 1
+    if failures >= task.max_failures:
+        note = (
+            f"backstop reached after {failures} failures (max_failures={task.max_failures}): {note}"
+        )
+        return Outcome(OutcomeKind.DEAD, note=note, is_failure=True)
+    if delay is None:
+        delay = task.backoff(failures)
+    return Outcome(OutcomeKind.RETRIED, note=note, is_failure=True, delay=max(delay, timedelta(0)))
+
+
+def _with_json(outcome: Outcome, task: Task[Any, Any], ctx: Context) -> Outcome:
+    """Attach the encoded carry (kept on completed, paused, retried) and attachment.
+
+    Raises ``InvalidPayload`` when either is not strict JSON, unless the run is
+    already ``dead``: then the bad attachment is dropped and the note says so.
+    """
+    try:
+        attachment = encode_json(ctx.attachment, what="attachment") if ctx.has_attachment else None
+    except InvalidPayload as exc:
+        if outcome.kind is OutcomeKind.DEAD:
+            return replace(outcome, note=f"{outcome.note} (attachment dropped: {exc})")
+        raise
+    if outcome.kind is OutcomeKind.DEAD:
+        return replace(outcome, attachment=attachment)
+    return replace(outcome, carry=encode_carry(ctx.carry, task.carry_type), attachment=attachment)
+
+
+def _result_note(result: Any) -> str | None:
+    if result is None:
+        return None
+    if isinstance(result, str):
+        return result
+    try:
+        return encode_json(result, what="return value")
+    except InvalidPayload:
+        # The job did its work; a return value JSON cannot hold is still worth reading.
+        return repr(result)
+
+
+def _describe(exc: BaseException) -> str:
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _note_text(note: str) -> str:
+    """A note PostgreSQL ``text`` can hold: no NUL, valid UTF-8, bounded in size."""
+    if "\x00" in note:
+        note = note.replace("\x00", "\\x00")
+    try:
+        note.encode()
+    except UnicodeEncodeError:
+        note = note.encode(errors="replace").decode()
+    if len(note) > MAX_NOTE_CHARS:
+        note = note[:MAX_NOTE_CHARS] + " ... (truncated)"
+    return note
+
+
+def _done(
+    job: ClaimedJob, outcome: Outcome, started: float, error: BaseException | None
+) -> Execution:
+    duration = time.monotonic() - started
+    if outcome.note is not None:
+        outcome = replace(outcome, note=_note_text(outcome.note))
+    claim = job.claim
+    extra = {"job_id": claim.job_id, "kind": job.kind}
+    args = (claim.job_id, job.kind, claim.run_count, outcome.kind.value, duration, outcome.note)
+    message = "job %s (kind %s) run %d ended %s in %.3fs: %s"
+    if outcome.kind is OutcomeKind.RETRIED:
+        logger.warning(message, *args, exc_info=error, extra=extra)
+    elif outcome.kind is OutcomeKind.DEAD:
+        logger.error(message, *args, exc_info=error, extra=extra)
+    else:
+        logger.debug(message, *args, extra=extra)
+    return Execution(job, outcome, duration, error)

@@ -1,0 +1,140 @@
+"""Leases (ADR 19): keep in-flight claims alive, and recover the ones that lapsed.
+
+A claim holds its row until ``claim_expires_at``. While a handler runs, the
+``LeaseKeeper`` renews every claim it holds each ``min(lease) / 3`` (the
+smallest lease of the kinds served), each claim with its own task's lease, so a
+healthy job's lease never lapses however long it runs: a lease only lapses
+when its worker stops renewing it (killed, hung, or cut off from the
+database). Renewal is fenced like every other change, so a claim that was
+already recovered by someone else comes back missing; it is logged as lost and
+no longer renewed, and its outcome will be discarded by the fence of
+``finish``.
+
+Every worker also sweeps for expired leases every ``recovery_interval`` (at
+most 10 s): expired rows go back to ``pending`` with a ``stale-recovered``
+journal entry and one more failure, or ``dead`` at their kind's backstop. The
+sweep uses ``SKIP LOCKED`` in the adapter, so many workers sweeping at once is
+cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+
+from venturi.backend import Backend
+from venturi.types import Claim, ClaimedJob
+
+logger = logging.getLogger(__name__)
+
+#: Rows recovered per sweep round trip; a full batch sweeps again at once.
+RECOVERY_BATCH = 500
+#: The backstop for kinds no task of this App declares (ADR 13's default).
+DEFAULT_MAX_FAILURES = 20
+MAX_RECOVERY_INTERVAL = 10.0
+
+
+class LeaseKeeper:
+    """The claims one worker holds, their renewal, and the stale-claim sweep.
+
+    Options:
+        leases: the lease of every kind this worker may claim.
+        max_failures: the backstop of every kind the App knows, for recovery.
+        recovery_interval: seconds between two sweeps (0 < interval <= 10).
+        on_recovered: called after a sweep recovered rows (they may be claimable now).
+
+    ``step()`` does whatever is due and returns the seconds until the next
+    thing is; a ``ServiceThread`` runs it. ``renew_once()`` and
+    ``recover_once()`` are the single iterations tests call.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        leases: Mapping[str, timedelta],
+        max_failures: Mapping[str, int],
+        recovery_interval: float = 5.0,
+        on_recovered: Callable[[], None] | None = None,
+    ) -> None:
+        self._backend = backend
+        self._on_recovered = on_recovered
+        self._leases = dict(leases)
+        self._max_failures = dict(max_failures)
+        self.recovery_interval = recovery_interval
+        shortest = min(self._leases.values(), default=timedelta(minutes=1))
+        self.renew_interval = max(shortest.total_seconds() / 3, 0.05)
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[Claim, str]] = {}
+        now = time.monotonic()
+        self._next_renew = now + self.renew_interval
+        self._next_recovery = now
+
+    def hold(self, jobs: Iterable[ClaimedJob]) -> None:
+        """Start renewing these claims."""
+        with self._lock:
+            for job in jobs:
+                self._held[job.claim.job_id] = (job.claim, job.kind)
+
+    def drop(self, job_ids: Iterable[str]) -> None:
+        """Stop renewing these claims (the job is being finished or released)."""
+        with self._lock:
+            for job_id in job_ids:
+                self._held.pop(job_id, None)
+
+    def held(self) -> list[Claim]:
+        with self._lock:
+            return [claim for claim, _ in self._held.values()]
+
+    def renew_once(self) -> set[str]:
+        """Renew every held claim, one round trip per distinct lease; returns the ids lost."""
+        with self._lock:
+            by_lease: dict[timedelta, list[tuple[Claim, str]]] = {}
+            for claim, kind in self._held.values():
+                by_lease.setdefault(self._leases[kind], []).append((claim, kind))
+        missing: list[tuple[Claim, str]] = []
+        for lease, group in by_lease.items():
+            kept = self._backend.renew_leases([claim for claim, _ in group], lease)
+            missing.extend((claim, kind) for claim, kind in group if claim.job_id not in kept)
+        lost: set[str] = set()
+        with self._lock:
+            for claim, kind in missing:
+                # A claim dropped meanwhile was finished or released by us: not lost.
+                if self._held.pop(claim.job_id, None) is None:
+                    continue
+                lost.add(claim.job_id)
+                logger.warning(
+                    "lease lost for job %s (kind %s) run %d; its outcome will be discarded",
+                    claim.job_id,
+                    kind,
+                    claim.run_count,
+                    extra={"job_id": claim.job_id, "kind": kind},
+                )
+        return lost
+
+    def recover_once(self) -> int:
+        """Sweep one batch of expired leases (ADR 19); returns how many rows were recovered."""
+        count = self._backend.recover_stale(
+            max_failures=self._max_failures,
+            default_max_failures=DEFAULT_MAX_FAILURES,
+            limit=RECOVERY_BATCH,
+        )
+        if count:
+            logger.debug("recovered %d job(s) whose lease had expired", count)
+            if self._on_recovered is not None:
+                self._on_recovered()
+        return count
+
+    def step(self) -> float:
+        now = time.monotonic()
+        if now >= self._next_renew:
+            if self.held():
+                self.renew_once()
+            self._next_renew = time.monotonic() + self.renew_interval
+        if now >= self._next_recovery:
+            full = self.recover_once() >= RECOVERY_BATCH
+            self._next_recovery = now if full else time.monotonic() + self.recovery_interval
+        return max(0.0, min(self._next_renew, self._next_recovery) - time.monotonic())
