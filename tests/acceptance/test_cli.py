@@ -12,8 +12,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
+from support import wait_until
 from ulid import ULID
 
 import venturi
@@ -84,14 +83,6 @@ def failed_with(result: subprocess.CompletedProcess[str], status: int) -> str:
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("venturi: error: ")
     return lines[0]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        pause.wait(0.05)
 
 
 @pytest.fixture

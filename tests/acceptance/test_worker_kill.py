@@ -12,33 +12,19 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import worker_process
+from support import wait_until
 
 import venturi
 
 SCRIPT = Path(worker_process.__file__)
 #: The jobs that hang in a worker started with WORKER_TEST_STALL=1.
 STALLING = "mod((payload->>'n')::int, 100) = 50"
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
-    """Poll ``predicate`` until it is truthy; a bound against hanging, not a timing assert."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        pause.wait(0.05)
 
 
 class Processes:
@@ -112,8 +98,8 @@ def test_a_worker_killed_mid_run_loses_no_job_and_its_runs_are_recovered(
 
     application = f"venturi-kill-test-{db.prefix}"
     first = processes.start(WORKER_TEST_STALL="1", PGAPPNAME=application)
-    wait_until(lambda: count(db, "status = 'completed'") >= 100)
-    wait_until(lambda: count(db, f"status = 'claimed' AND {STALLING}") >= 1)
+    wait_until(lambda: count(db, "status = 'completed'") >= 100, timeout=20)
+    wait_until(lambda: count(db, f"status = 'claimed' AND {STALLING}") >= 1, timeout=20)
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     # A statement the process sent just before dying still runs to its commit on
@@ -173,8 +159,8 @@ def test_sigterm_stops_the_worker_with_exit_status_0_and_leaves_no_job_claimed(
     done = [work.delay(n) for n in range(5)]
 
     worker = processes.start(WORKER_TEST_GRACE="0.5")
-    wait_until(lambda: count(db, "status = 'completed'") == 5)
-    wait_until(lambda: count(db, "status = 'claimed'") == 1)
+    wait_until(lambda: count(db, "status = 'completed'") == 5, timeout=20)
+    wait_until(lambda: count(db, "status = 'claimed'") == 1, timeout=20)
     worker.send_signal(signal.SIGTERM)
 
     assert worker.wait(15) == 0, processes.log(worker)
@@ -193,9 +179,9 @@ def test_a_second_sigterm_stops_at_once_without_waiting_for_the_grace(
     stuck = hang.delay()
 
     worker = processes.start(WORKER_TEST_GRACE="600")
-    wait_until(lambda: count(db, "status = 'claimed'") == 1)
+    wait_until(lambda: count(db, "status = 'claimed'") == 1, timeout=20)
     worker.send_signal(signal.SIGTERM)
-    wait_until(lambda: "stopping" in processes.log(worker))
+    wait_until(lambda: "stopping" in processes.log(worker), timeout=20)
     worker.send_signal(signal.SIGTERM)
 
     assert worker.wait(15) == 0, processes.log(worker)

@@ -17,13 +17,13 @@ import os
 import secrets
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from psycopg.conninfo import make_conninfo
+from support import wait_until
 
 import venturi
 from venturi.beat import ROLE, Beat
@@ -41,19 +41,6 @@ def noop() -> None:
 def at(hour: int, minute: int = 0, second: int = 0) -> datetime:
     """An instant on 2020-01-01 (UTC), long past for the database clock."""
     return datetime(2020, 1, 1, hour, minute, second, tzinfo=UTC)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``predicate`` until it is truthy; a bound against hanging, not a timing assert."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        pause.wait(0.02)
 
 
 def ticking(app: venturi.App) -> Task[Any, Any]:

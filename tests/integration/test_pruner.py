@@ -2,31 +2,32 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
+
+from support import wait_until
 
 import venturi
 from venturi.pruner import ROLE, Pruner
 
 
-def insert(db: object, job_id: str, status: str, finished_days_ago: float | None) -> None:
-    finished = (
-        "NULL" if finished_days_ago is None else f"now() - interval '{finished_days_ago} days'"
+def insert(db: Any, job_id: str, status: str, finished_days_ago: float | None) -> None:
+    finished_ago = None if finished_days_ago is None else timedelta(days=finished_days_ago)
+    db.execute(
+        "INSERT INTO {{prefix}}_jobs"
+        " (id, kind, payload, status, created_at, visible_at, finished_at)"
+        " VALUES (%s, 'k', '{}', %s, now() - interval '30 days', now() - interval '30 days',"
+        " now() - %s::interval)",
+        (job_id, status, finished_ago),
     )
-    db.execute(  # type: ignore[attr-defined]
-        "INSERT INTO {{prefix}}_jobs (id, kind, payload, status, created_at, visible_at, finished_at) "
-        f"VALUES (%s, 'k', '{{}}', %s, now() - interval '30 days', now() - interval '30 days', {finished})",
-        (job_id, status),
-    )
-    db.execute(  # type: ignore[attr-defined]
-        "INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome) "
-        "VALUES (%s, 'k', 1, now(), 'released')",
+    db.execute(
+        "INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome)"
+        " VALUES (%s, 'k', 1, now(), 'released')",
         (job_id,),
     )
 
 
-def seed(db: object) -> None:
+def seed(db: Any) -> None:
     insert(db, "old-completed", "completed", 10)
     insert(db, "old-dead", "dead", 8)
     insert(db, "new-completed", "completed", 1)
@@ -34,12 +35,12 @@ def seed(db: object) -> None:
     insert(db, "old-claimed", "claimed", None)
 
 
-def remaining(db: object) -> list[str]:
-    return [r["id"] for r in db.all("SELECT id FROM {{prefix}}_jobs ORDER BY id")]  # type: ignore[attr-defined]
+def remaining(db: Any) -> list[str]:
+    return [r["id"] for r in db.all("SELECT id FROM {{prefix}}_jobs ORDER BY id")]
 
 
 def test_a_round_deletes_only_terminal_jobs_past_retention_with_their_journals(
-    app: venturi.App, db: object
+    app: venturi.App, db: Any
 ) -> None:
     seed(db)
 
@@ -47,11 +48,11 @@ def test_a_round_deletes_only_terminal_jobs_past_retention_with_their_journals(
 
     assert deleted == 2
     assert remaining(db) == ["new-completed", "old-claimed", "old-pending"]
-    journal_ids = {r["job_id"] for r in db.journal()}  # type: ignore[attr-defined]
+    journal_ids = {r["job_id"] for r in db.journal()}
     assert journal_ids == {"new-completed", "old-claimed", "old-pending"}
 
 
-def test_a_round_is_skipped_while_another_worker_prunes(app: venturi.App, db: object) -> None:
+def test_a_round_is_skipped_while_another_worker_prunes(app: venturi.App, db: Any) -> None:
     seed(db)
     holder = app.backend.try_lead(ROLE)
     assert holder is not None
@@ -63,14 +64,7 @@ def test_a_round_is_skipped_while_another_worker_prunes(app: venturi.App, db: ob
     assert Pruner(app.backend, retention=timedelta(days=7)).run_once() == 2
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
-def test_a_worker_with_retention_prunes_while_it_runs(app: venturi.App, db: object) -> None:
+def test_a_worker_with_retention_prunes_while_it_runs(app: venturi.App, db: Any) -> None:
     @app.task(kind="k")
     def noop() -> None: ...
 

@@ -9,14 +9,13 @@ fits the code) are inserted by hand.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from support import wait_until
 from ulid import ULID
 
 import venturi
@@ -28,19 +27,6 @@ from venturi.worker import Worker
 class Progress:
     pages: int
     last: str | None = None
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``predicate`` until it is truthy; a bound against hanging, not a timing assert."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        pause.wait(0.02)
 
 
 @pytest.fixture

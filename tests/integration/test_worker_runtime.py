@@ -15,32 +15,19 @@ import contextlib
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from support import wait_until
 from ulid import ULID
 
 import venturi
 from venturi.errors import ConfigurationError
 from venturi.types import Priority
 from venturi.worker import Worker
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``predicate`` until it is truthy; a bound against hanging, not a timing assert."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        pause.wait(0.02)
 
 
 @pytest.fixture
