@@ -56,17 +56,29 @@ SELECT pg_notify(%(channel)s, '')
 
 -- name: claim_jobs :many
 -- Highest tier, then oldest, among eligible rows; SKIP LOCKED so workers never
--- wait on each other or take the same row (ADR 3). The CTE bounds the UPDATE to
--- the LIMIT. run_count is the claim's fence (ADR 19).
+-- wait on each other or take the same row (ADR 3). One ordered probe of
+-- _jobs_claim per served kind, so the kinds a worker does not serve (or has
+-- capped, ADR 23) are never walked: `kind = ANY(...)` over the whole pending set
+-- would filter kind on heap rows, costing the unserved kinds' eligible backlog
+-- on every claim. Each probe locks at most LIMIT rows in index order; the merge
+-- sorts at most kinds x LIMIT locked rows and keeps the first LIMIT (the others
+-- are unlocked at commit). `kinds` must not repeat a kind. The CTE bounds the
+-- UPDATE to the LIMIT. run_count is the claim's fence (ADR 19).
 WITH picked AS (
-    SELECT id
-    FROM {{prefix}}_jobs
-    WHERE status = 'pending'
-      AND visible_at <= now() + %(horizon)s
-      AND kind = ANY(%(kinds)s::text[])
-    ORDER BY priority, created_at
+    SELECT c.id
+    FROM unnest(%(kinds)s::text[]) AS k(kind)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, created_at
+        FROM {{prefix}}_jobs
+        WHERE status = 'pending'
+          AND kind = k.kind
+          AND visible_at <= now() + %(horizon)s
+        ORDER BY priority, created_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    ORDER BY c.priority, c.created_at
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE {{prefix}}_jobs AS j
 SET status = 'claimed',
@@ -138,18 +150,21 @@ RETURNING job_id
 -- name: recover_stale :many
 -- Expired leases (ADR 19), oldest expiry first through _jobs_lease; SKIP LOCKED
 -- so every worker can sweep at once. A recovery is a failure: at the kind's
--- backstop the row goes dead instead of back to pending.
+-- backstop the row goes dead instead of back to pending. The backstop is a
+-- per-row lookup, not a join, so expired rows stream from _jobs_lease in expiry
+-- order straight into the lock (a hash join would need a sort).
 WITH limits AS (
     SELECT * FROM unnest(%(kinds)s::text[], %(max_failures)s::int[]) AS l(kind, max_failures)
 ), expired AS (
     SELECT j.id, j.claimed_by AS previous_owner,
-           j.failure_count + 1 >= coalesce(l.max_failures, %(default_max_failures)s) AS is_dead
+           j.failure_count + 1 >= coalesce(
+               (SELECT l.max_failures FROM limits AS l WHERE l.kind = j.kind),
+               %(default_max_failures)s) AS is_dead
     FROM {{prefix}}_jobs AS j
-    LEFT JOIN limits AS l ON l.kind = j.kind
     WHERE j.status = 'claimed' AND j.claim_expires_at < now()
     ORDER BY j.claim_expires_at
     LIMIT %(limit)s
-    FOR UPDATE OF j SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 ), recovered AS (
     UPDATE {{prefix}}_jobs AS j
     SET status = CASE WHEN e.is_dead THEN 'dead' ELSE 'pending' END,
@@ -204,9 +219,13 @@ WHERE status = 'pending' AND dedup_key IS NOT NULL
   AND starts_with(dedup_key, %(dedup_prefix)s)
 
 -- name: latest_with_dedup_key :one
+-- Every status is spelled out so _jobs_history (status, kind, finished_at) bounds
+-- the read to this kind's rows; without it no index applies and the whole
+-- table is scanned.
 SELECT *
 FROM {{prefix}}_jobs
 WHERE kind = %(kind)s AND dedup_key = %(dedup_key)s
+  AND status IN ('pending', 'claimed', 'completed', 'dead')
 ORDER BY visible_at DESC
 LIMIT 1
 
@@ -222,13 +241,15 @@ SELECT * FROM {{prefix}}_journal WHERE job_id = %(id)s ORDER BY id
 
 -- name: list_jobs :many
 -- Newest first with keyset pagination on (created_at, id): a backward scan of
--- _jobs_created that stops after LIMIT rows (ADR 18). Filters are optional.
+-- _jobs_created that stops after LIMIT rows (ADR 18). Filters are optional. The
+-- cursor is always a row comparison (the first page compares with 'infinity'),
+-- so it stays an index condition in a generic plan too, never a filter.
 SELECT *
 FROM {{prefix}}_jobs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-  AND (%(after_created_at)s::timestamptz IS NULL
-       OR (created_at, id) < (%(after_created_at)s::timestamptz, %(after_id)s::text))
+  AND (created_at, id) < (coalesce(%(after_created_at)s::timestamptz, 'infinity'),
+                          coalesce(%(after_id)s::text, ''))
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s
 
@@ -273,7 +294,10 @@ WITH doomed AS (
 SELECT count(*) AS deleted FROM deleted
 
 -- name: cleanup_finished_with_status :one
--- Status-filtered cleanup through _jobs_history (status, kind, finished_at).
+-- Status-filtered cleanup. The planner takes _jobs_finished (the cutoff as a range,
+-- status checked on those rows) over _jobs_history, whose `kind` column sits
+-- between status and finished_at so it cannot range-scan the cutoff: measured
+-- faster for the whole delete, since rows go in finished_at (physical) order.
 WITH doomed AS (
     SELECT id
     FROM {{prefix}}_jobs

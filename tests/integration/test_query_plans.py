@@ -1,0 +1,629 @@
+"""Query-plan regression tests: every hot and operations statement reads its index.
+
+Each test runs ``EXPLAIN (FORMAT JSON)`` on the adapter's own statement (taken
+from the query-file loader, so the real SQL is checked) with realistic bound
+parameters, on a table built once per module to look like a queue that has
+been running for two weeks: ~100k jobs, most of them terminal (finished over
+fourteen days) or pending with a future ``visible_at`` (backoff and scheduled
+rows that keep their old ``created_at``), a backlog of eligible pending jobs,
+a few hundred claims with live leases, a few dozen expired ones, dedup keys,
+an hourly beat schedule, and a journal of one to three entries per run job.
+It is analyzed with a sample as large as the table, so the statistics, and
+therefore the plans, are the same on every run.
+
+EXPLAIN without ANALYZE plans a statement without running it, so nothing here
+changes a row; bound parameters give a custom plan, the one the adapter's
+first executions get. ``docs/design/indexes.md`` maps each access path to its
+index and shows the plans these tests pin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from venturi.postgres.naming import Prefix
+from venturi.postgres.queries import Queries
+
+JOBS = 100_000
+#: ANALYZE samples 300 x target rows: 500 covers every job and journal row.
+STATISTICS_TARGET = 500
+LEASE = timedelta(minutes=5)
+
+#: Twenty kinds with a skewed mix (the first is ~22% of the rows, the last ~2.5%).
+KINDS = (
+    "mail.send", "billing.charge", "thumbnails.render", "search.index", "webhooks.deliver",
+    "exports.csv", "sms.send", "push.notify", "crm.sync", "invoices.render",
+    "audit.archive", "geo.lookup", "feeds.refresh", "users.welcome", "cache.warm",
+    "reports.weekly", "payments.reconcile", "images.moderate", "ledger.close", "backups.verify",
+)  # fmt: skip
+#: The beat-scheduled kind: 337 hourly ticks, only the next one pending (and not yet due).
+SCHEDULED_KIND = "reports.nightly"
+EVERY_KIND = (*KINDS, SCHEDULED_KIND)
+
+#: Server-side generation (one statement, seeded): the job rows in id order, as
+#: a real table fills. Ids are ULID-shaped and sort by creation time.
+BUILD_JOBS = """
+WITH draws AS MATERIALIZED (
+    SELECT i, random() AS r_status, random() AS r_kind, random() AS r_time, random() AS r_misc,
+           now() - interval '14 days' * (1 - i::float8 / %(rows)s) AS aged
+    FROM generate_series(1, %(rows)s) AS i
+), shaped AS (
+    SELECT d.*,
+           (%(kinds)s::text[])[1 + floor(20 * d.r_kind * d.r_kind)::int] AS kind,
+           CASE WHEN d.r_status < 0.62 THEN 'completed'
+                WHEN d.r_status < 0.70 THEN 'dead'
+                WHEN d.r_status < 0.92 THEN 'scheduled'
+                WHEN d.r_status < 0.997 THEN 'eligible'
+                WHEN d.r_status < 0.9995 THEN 'running'
+                ELSE 'abandoned' END AS shape
+    FROM draws AS d
+), timed AS (
+    SELECT s.*,
+           CASE WHEN s.shape IN ('completed', 'dead', 'scheduled') THEN s.aged
+                ELSE now() - interval '30 minutes' * s.r_time END AS created
+    FROM shaped AS s
+)
+INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
+                             claim_expires_at, claimed_by, finished_at, run_count,
+                             failure_count, dedup_key)
+SELECT lpad(floor(extract(epoch FROM t.created) * 1000)::bigint::text, 13, '0')
+           || lpad(t.i::text, 13, '0'),
+       t.kind,
+       jsonb_build_object('n', t.i, 'to', 'user' || t.i || '@example.org'),
+       CASE WHEN t.r_misc < 0.1 THEN 0 WHEN t.r_misc < 0.8 THEN 1 ELSE 2 END,
+       CASE t.shape WHEN 'completed' THEN 'completed' WHEN 'dead' THEN 'dead'
+                    WHEN 'running' THEN 'claimed' WHEN 'abandoned' THEN 'claimed'
+                    ELSE 'pending' END,
+       t.created,
+       CASE t.shape WHEN 'scheduled' THEN now() + interval '3 days' * t.r_time
+                    ELSE t.created END,
+       CASE t.shape WHEN 'running'
+                    THEN now() + interval '2 minutes' + interval '5 minutes' * t.r_time
+                    WHEN 'abandoned' THEN now() - interval '10 minutes' * t.r_time END,
+       CASE WHEN t.shape IN ('running', 'abandoned')
+            THEN 'worker-' || (t.i %% 8) || ':' || (1000 + t.i %% 8) END,
+       CASE WHEN t.shape IN ('completed', 'dead')
+            THEN t.created + interval '2 minutes' * t.r_time END,
+       CASE WHEN t.shape = 'eligible' THEN 0 ELSE 1 + floor(t.r_misc * t.r_misc * 2.5)::int END,
+       CASE WHEN t.shape IN ('dead', 'scheduled') THEN floor(t.r_misc * 5)::int ELSE 0 END,
+       CASE WHEN t.r_misc < 0.25 THEN 'order:' || (t.i %% 50000) END
+FROM timed AS t
+ORDER BY 1
+"""
+
+#: One beat schedule (dedup key ``beat:<name>``): an hourly tick for two weeks.
+BUILD_SCHEDULE = """
+INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
+                             finished_at, run_count, dedup_key)
+SELECT lpad(floor(extract(epoch FROM x.tick) * 1000)::bigint::text, 13, '0')
+           || lpad((10000000 + h)::text, 13, '0'),
+       %(kind)s, '{}'::jsonb, 1,
+       CASE WHEN h < 336 THEN 'completed' ELSE 'pending' END,
+       x.tick - interval '10 minutes', x.tick,
+       CASE WHEN h < 336 THEN x.tick + interval '30 seconds' END,
+       CASE WHEN h < 336 THEN 1 ELSE 0 END,
+       'beat:nightly'
+FROM generate_series(0, 336) AS h,
+     LATERAL (SELECT date_trunc('hour', now()) - interval '335 hours' + interval '1 hour' * h
+              AS tick) AS x
+"""
+
+#: One journal entry per run: ``retried`` for the failed ones, the ending last.
+BUILD_JOURNAL = """
+INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+SELECT j.id, j.kind, n, j.created_at + interval '1 minute' * n,
+       CASE WHEN n = j.run_count AND j.status IN ('completed', 'dead') THEN j.status
+            ELSE 'retried' END,
+       CASE WHEN n = j.run_count AND j.status = 'completed' THEN NULL
+            ELSE 'TimeoutError: upstream took too long' END
+FROM {{prefix}}_jobs AS j, generate_series(1, j.run_count) AS n
+WHERE j.status IN ('completed', 'dead') OR (j.status = 'pending' AND j.run_count > 0)
+"""
+
+#: What PostgreSQL's ON DELETE CASCADE trigger runs for each deleted job
+#: (ri_triggers.c builds ``DELETE FROM ONLY <fk table> WHERE $1 = <fk column>``).
+CASCADE_DELETE = "DELETE FROM ONLY {{prefix}}_journal WHERE %(id)s = job_id"
+
+#: Statements that read no table: nothing to plan.
+NO_TABLE_READ = {
+    "advisory_unlock",
+    "database_now",
+    "lock_dedup_key",
+    "notify_wakeup",
+    "ping",
+    "try_advisory_lock",
+}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One plan node and the node types of its ancestors (nearest first)."""
+
+    fields: dict[str, Any]
+    ancestors: tuple[str, ...]
+
+    @property
+    def type(self) -> str:
+        return str(self.fields["Node Type"])
+
+    def get(self, key: str) -> str:
+        return str(self.fields.get(key, ""))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An ``EXPLAIN (FORMAT JSON)`` tree, flattened so asserts read as sentences."""
+
+    nodes: tuple[Node, ...]
+    text: str
+
+    @classmethod
+    def parse(cls, document: Any) -> Plan:
+        root = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+        nodes: list[Node] = []
+        lines: list[str] = []
+
+        def walk(fields: dict[str, Any], ancestors: tuple[str, ...]) -> None:
+            nodes.append(Node(fields, ancestors))
+            lines.append("  " * len(ancestors) + _describe(fields))
+            for child in fields.get("Plans", ()):
+                walk(child, (fields["Node Type"], *ancestors))
+
+        walk(root, ())
+        return cls(tuple(nodes), "\n".join(lines))
+
+    def index_scans(self, index: str) -> list[Node]:
+        return [n for n in self.nodes if n.get("Index Name") == index]
+
+    def table_reads(self, table: str) -> list[Node]:
+        """Every scan node that reads ``table``'s heap or one of its indexes."""
+        return [
+            n
+            for n in self.nodes
+            if "Scan" in n.type
+            and (n.get("Relation Name") == table or n.get("Index Name").startswith(f"{table}_"))
+        ]
+
+    def seq_scans(self, table: str) -> list[Node]:
+        return [
+            n for n in self.nodes if n.type.endswith("Seq Scan") and n.get("Relation Name") == table
+        ]
+
+    def sorts(self) -> list[Node]:
+        return [n for n in self.nodes if n.type in ("Sort", "Incremental Sort")]
+
+    def sorts_below(self, node_type: str) -> list[Node]:
+        """Sorts feeding ``node_type``: for LockRows, rows not locked in index order."""
+        return [n for n in self.sorts() if node_type in n.ancestors]
+
+
+def _describe(fields: dict[str, Any]) -> str:
+    parts = [str(fields.get("Operation", fields["Node Type"]))]
+    if "Scan Direction" in fields and fields["Scan Direction"] != "Forward":
+        parts.append(str(fields["Scan Direction"]))
+    for key in ("Index Name", "Relation Name", "CTE Name"):
+        if key in fields:
+            parts.append(f"[{fields[key]}]")
+    for key in ("Index Cond", "Recheck Cond", "Filter", "Sort Key"):
+        if key in fields:
+            value = fields[key]
+            parts.append(f"{key}: {', '.join(value) if isinstance(value, list) else value}")
+    return " ".join(parts)
+
+
+@dataclass
+class Planner:
+    """The module's realistic table, the adapter's statements, and sample parameters."""
+
+    conn: psycopg.Connection[dict[str, Any]]
+    prefix: Prefix
+    queries: Queries
+    samples: dict[str, Any]
+
+    def index(self, suffix: str) -> str:
+        return f"{self.prefix.value}{suffix}"
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.prefix.value}_jobs"
+
+    @property
+    def journal(self) -> str:
+        return f"{self.prefix.value}_journal"
+
+    def explain(self, name: str, **params: Any) -> Plan:
+        """The plan of the named statement of queries.sql with these parameters."""
+        return self.explain_sql(getattr(self.queries, name).sql, **params)
+
+    def explain_sql(self, sql: str, **params: Any) -> Plan:
+        row = self.conn.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
+        assert row is not None
+        return Plan.parse(row["QUERY PLAN"])
+
+    def one(self, sql: str, **params: Any) -> dict[str, Any]:
+        row = self.conn.execute(self.prefix.substitute(sql), params).fetchone()
+        assert row is not None, sql
+        return row
+
+
+@pytest.fixture(scope="module")
+def planner(database_url: str, prefix: str) -> Iterator[Planner]:
+    """Builds the realistic table once for the module (a few seconds), then ANALYZEs it."""
+    valid = Prefix.parse(prefix)
+    with psycopg.connect(
+        database_url, autocommit=True, row_factory=dict_row, prepare_threshold=None
+    ) as conn:
+        conn.execute("SELECT setseed(0.42)")
+        conn.execute(valid.substitute(BUILD_JOBS), {"rows": JOBS, "kinds": list(KINDS)})
+        conn.execute(valid.substitute(BUILD_SCHEDULE), {"kind": SCHEDULED_KIND})
+        conn.execute(valid.substitute(BUILD_JOURNAL))
+        # A sample as large as the table: the statistics, hence the plans, are the
+        # same on every run (the default samples 30,000 rows at random).
+        conn.execute(f"SET default_statistics_target = {STATISTICS_TARGET}")
+        conn.execute(f"VACUUM ANALYZE {valid.value}_jobs")
+        conn.execute(f"VACUUM ANALYZE {valid.value}_journal")
+        planner = Planner(conn, valid, Queries(valid), {})
+        planner.samples = _samples(planner)
+        yield planner
+
+
+def _samples(planner: Planner) -> dict[str, Any]:
+    """Parameters taken from the table, as the adapter would send them."""
+    claims = planner.conn.execute(
+        planner.prefix.substitute(
+            "SELECT id, claimed_by, run_count FROM {{prefix}}_jobs"
+            " WHERE status = 'claimed' AND claim_expires_at > now() ORDER BY id LIMIT 8"
+        )
+    ).fetchall()
+    cursor = planner.one(
+        "SELECT created_at, id FROM {{prefix}}_jobs ORDER BY created_at DESC, id DESC"
+        " LIMIT 1 OFFSET 49"
+    )
+    return {
+        "sibling": planner.one(
+            "SELECT kind, dedup_key FROM {{prefix}}_jobs"
+            " WHERE status = 'pending' AND dedup_key IS NOT NULL ORDER BY id LIMIT 1 OFFSET 100"
+        ),
+        "completed_id": planner.one(
+            "SELECT id FROM {{prefix}}_jobs WHERE status = 'completed' AND run_count = 2"
+            " ORDER BY id LIMIT 1 OFFSET 1000"
+        )["id"],
+        "dead_id": planner.one(
+            "SELECT id FROM {{prefix}}_jobs WHERE status = 'dead' ORDER BY id LIMIT 1 OFFSET 500"
+        )["id"],
+        "pending_id": planner.one(
+            "SELECT id FROM {{prefix}}_jobs WHERE status = 'pending' ORDER BY id LIMIT 1 OFFSET 500"
+        )["id"],
+        "claims": {
+            "ids": [c["id"] for c in claims],
+            "claimed_by": [c["claimed_by"] for c in claims],
+            "run_counts": [c["run_count"] for c in claims],
+        },
+        "cursor": (cursor["created_at"], cursor["id"]),
+    }
+
+
+def _claim_params(kinds: tuple[str, ...] | list[str], limit: int) -> dict[str, Any]:
+    return {
+        "kinds": list(kinds),
+        "limit": limit,
+        "worker_id": "host-1:4242",
+        "lease": LEASE,
+        "horizon": timedelta(0),
+    }
+
+
+def _list_params(
+    status: str | None = None, kind: str | None = None, after: tuple[datetime, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "status": status,
+        "kind": kind,
+        "after_created_at": after[0] if after else None,
+        "after_id": after[1] if after else None,
+        "limit": 50,
+    }
+
+
+# -- the table is what the tests claim it is -------------------------------------------------
+
+
+def test_the_table_looks_like_a_queue_that_has_run_for_two_weeks(planner: Planner) -> None:
+    shape = planner.one(
+        """
+        SELECT count(*) AS jobs,
+               count(*) FILTER (WHERE status IN ('completed', 'dead')) AS terminal,
+               count(*) FILTER (WHERE status = 'pending' AND visible_at > now()) AS future,
+               count(*) FILTER (WHERE status = 'pending' AND visible_at <= now()) AS eligible,
+               count(*) FILTER (WHERE status = 'claimed' AND claim_expires_at > now()) AS live,
+               count(*) FILTER (WHERE status = 'claimed' AND claim_expires_at <= now()) AS expired,
+               count(*) FILTER (WHERE status = 'pending' AND dedup_key IS NOT NULL) AS dedup,
+               max(now() - finished_at) AS oldest_finish
+        FROM {{prefix}}_jobs
+        """
+    )
+    journal = planner.one("SELECT count(*) AS entries FROM {{prefix}}_journal")
+    assert shape["jobs"] >= JOBS
+    assert shape["terminal"] + shape["future"] > 0.8 * shape["jobs"]
+    assert shape["eligible"] > 5_000
+    assert shape["live"] > 100
+    assert shape["expired"] > 10
+    assert shape["dedup"] > 1_000
+    assert shape["oldest_finish"] > timedelta(days=13)
+    assert journal["entries"] > shape["jobs"]
+
+
+def test_every_statement_of_the_query_file_is_covered_here(planner: Planner) -> None:
+    """A new statement in queries.sql must get a plan test (or be listed as reading no table)."""
+    source = Path(__file__).read_text(encoding="utf-8")
+    checked = {name for name in planner.queries.names() if f'"{name}"' in source}
+    assert planner.queries.names() - checked - NO_TABLE_READ == set()
+
+
+# -- claim (ADR 3, 20, 22, 23) ---------------------------------------------------------------
+
+
+def _claim_scans(planner: Planner, plan: Plan) -> list[Node]:
+    return plan.index_scans(planner.index("_jobs_claim")) + plan.index_scans(
+        planner.index("_jobs_claim_priority")
+    )
+
+
+@pytest.mark.parametrize("limit", [1, 8])
+def test_claim_for_every_kind_locks_rows_in_claim_index_order(planner: Planner, limit: int) -> None:
+    plan = planner.explain("claim_jobs", **_claim_params(EVERY_KIND, limit))
+    claim_scans = _claim_scans(planner, plan)
+    assert claim_scans, plan.text
+    # visible_at is checked inside the index (V3): future rows cost no heap fetch.
+    assert all("visible_at" in n.get("Index Cond") for n in claim_scans), plan.text
+    assert plan.sorts_below("LockRows") == [], plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize("limit", [1, 8])
+@pytest.mark.parametrize(
+    "served",
+    [
+        pytest.param(("crm.sync",), id="one-kind-of-many"),
+        pytest.param((SCHEDULED_KIND,), id="a-kind-with-nothing-eligible"),
+        pytest.param(tuple(k for k in EVERY_KIND if k != "mail.send"), id="all-but-a-capped-kind"),
+    ],
+)
+def test_claim_for_some_kinds_reads_only_those_kinds_from_the_per_kind_claim_index(
+    planner: Planner, served: tuple[str, ...], limit: int
+) -> None:
+    """The scan is confined to the served kinds: other kinds' backlogs are never walked."""
+    plan = planner.explain("claim_jobs", **_claim_params(served, limit))
+    claim_scans = plan.index_scans(planner.index("_jobs_claim"))
+    assert claim_scans, plan.text
+    assert all("kind" in n.get("Index Cond") for n in claim_scans), plan.text
+    assert all("visible_at" in n.get("Index Cond") for n in claim_scans), plan.text
+    assert plan.index_scans(planner.index("_jobs_claim_priority")) == [], plan.text
+    assert plan.sorts_below("LockRows") == [], plan.text
+
+
+# -- enqueue and dedup (ADR 10) ----------------------------------------------------------------
+
+
+def test_dedup_lookup_finds_the_oldest_pending_sibling_in_the_dedup_index(
+    planner: Planner,
+) -> None:
+    sibling = planner.samples["sibling"]
+    plan = planner.explain("find_dedup_sibling", **sibling)
+    scans = plan.index_scans(planner.index("_jobs_dedup"))
+    assert scans, plan.text
+    assert "dedup_key" in scans[0].get("Index Cond"), plan.text
+    assert plan.sorts() == [], plan.text
+
+
+def test_merging_into_a_sibling_updates_it_by_primary_key(planner: Planner) -> None:
+    plan = planner.explain(
+        "merge_into_sibling",
+        id=planner.samples["pending_id"],
+        payload=None,
+        priority=0,
+        note="keep: absorbed 01J0000000000000000000000",
+    )
+    assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+def test_enqueue_inserts_without_reading_existing_rows(planner: Planner) -> None:
+    plan = planner.explain(
+        "enqueue_jobs",
+        ids=["01J00000000000000000000001", "01J00000000000000000000002"],
+        kinds=["mail.send", "sms.send"],
+        payloads=['{"to": "a@example.org"}', '{"to": "+33100000000"}'],
+        priorities=[1, 0],
+        delays=[timedelta(0), timedelta(seconds=30)],
+        etas=[None, None],
+        dedup_keys=[None, None],
+        channel=f"{planner.prefix.value}_wakeup",
+    )
+    assert plan.table_reads(planner.jobs) == [], plan.text
+
+
+# -- leases and outcomes (ADR 11, 19, 21) ------------------------------------------------------
+
+
+def test_stale_recovery_reads_expired_leases_from_the_lease_index_in_expiry_order(
+    planner: Planner,
+) -> None:
+    plan = planner.explain(
+        "recover_stale",
+        kinds=list(EVERY_KIND),
+        max_failures=[20] * len(EVERY_KIND),
+        default_max_failures=20,
+        limit=500,
+    )
+    assert plan.index_scans(planner.index("_jobs_lease")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+    assert plan.sorts() == [], plan.text
+
+
+@pytest.mark.parametrize("name", ["renew_leases", "release_jobs"])
+def test_fenced_claim_changes_find_their_rows_by_primary_key(planner: Planner, name: str) -> None:
+    params: dict[str, Any] = {**planner.samples["claims"]}
+    params.update({"lease": LEASE} if name == "renew_leases" else {"note": "worker shutdown"})
+    plan = planner.explain(name, **params)
+    assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+def test_batched_finish_finds_its_rows_by_primary_key(planner: Planner) -> None:
+    claims = planner.samples["claims"]
+    count = len(claims["ids"])
+    plan = planner.explain(
+        "finish_jobs",
+        **claims,
+        outcomes=["completed", "retried"] * (count // 2),
+        notes=[None, "TimeoutError: upstream took too long"] * (count // 2),
+        failures=[False, True] * (count // 2),
+        delays=[timedelta(0), timedelta(seconds=30)] * (count // 2),
+        etas=[None] * count,
+        carries=[None] * count,
+        attachments=[None] * count,
+    )
+    assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize(
+    "served",
+    [pytest.param(EVERY_KIND, id="every-kind"), pytest.param(("crm.sync",), id="one-kind")],
+)
+def test_wait_timeout_probes_the_visible_index_once_per_kind(
+    planner: Planner, served: tuple[str, ...]
+) -> None:
+    plan = planner.explain("time_until_visible", kinds=list(served))
+    probes = plan.index_scans(planner.index("_jobs_visible"))
+    assert probes, plan.text
+    assert all("kind" in n.get("Index Cond") and "Limit" in n.ancestors for n in probes), plan.text
+    assert plan.sorts() == [], plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+# -- operations (ADR 18) -----------------------------------------------------------------------
+
+
+def test_timeline_reads_the_journal_index_in_id_order(planner: Planner) -> None:
+    plan = planner.explain("job_timeline", id=planner.samples["completed_id"])
+    assert plan.index_scans(planner.index("_journal_job")), plan.text
+    assert plan.sorts() == [], plan.text
+
+
+def test_cascade_from_a_deleted_job_finds_its_journal_through_the_journal_index(
+    planner: Planner,
+) -> None:
+    plan = planner.explain_sql(
+        planner.prefix.substitute(CASCADE_DELETE), id=planner.samples["completed_id"]
+    )
+    assert plan.index_scans(planner.index("_journal_job")), plan.text
+    assert plan.seq_scans(planner.journal) == [], plan.text
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        pytest.param({}, id="first-page"),
+        pytest.param({"after": "cursor"}, id="next-page"),
+        pytest.param({"status": "completed"}, id="completed"),
+        pytest.param({"status": "pending"}, id="pending"),
+        pytest.param({"kind": "crm.sync"}, id="one-kind"),
+        pytest.param({"status": "completed", "after": "cursor"}, id="completed-next-page"),
+    ],
+)
+def test_listing_walks_the_created_index_backwards_without_sorting(
+    planner: Planner, filters: dict[str, str]
+) -> None:
+    after = planner.samples["cursor"] if "after" in filters else None
+    params = _list_params(filters.get("status"), filters.get("kind"), after)
+    plan = planner.explain("list_jobs", **params)
+    scans = plan.index_scans(planner.index("_jobs_created"))
+    assert [n.get("Scan Direction") for n in scans] == ["Backward"], plan.text
+    if after is not None:
+        assert "created_at" in scans[0].get("Index Cond"), plan.text
+    assert plan.sorts() == [], plan.text
+
+
+def test_listing_by_status_and_kind_reads_an_index_never_the_table(planner: Planner) -> None:
+    """A selective status+kind filter may go through _jobs_history and sort what it finds."""
+    plan = planner.explain("list_jobs", **_list_params("dead", "crm.sync"))
+    used = {n.get("Index Name") for n in plan.table_reads(planner.jobs)}
+    assert used & {planner.index("_jobs_created"), planner.index("_jobs_history")}, plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize("name", ["get_job", "lock_job", "retry_job", "cancel_job"])
+def test_single_job_operations_find_the_job_by_primary_key(planner: Planner, name: str) -> None:
+    job_id = planner.samples["pending_id" if name == "cancel_job" else "dead_id"]
+    params: dict[str, Any] = {"id": job_id}
+    if name == "cancel_job":
+        params["note"] = "cancelled"
+    plan = planner.explain(name, **params)
+    assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize("older_than", [timedelta(days=1), timedelta(days=7)])
+def test_cleanup_of_every_terminal_status_range_scans_the_finished_index(
+    planner: Planner, older_than: timedelta
+) -> None:
+    plan = planner.explain("cleanup_finished", older_than=older_than, batch_size=1000)
+    scans = plan.index_scans(planner.index("_jobs_finished"))
+    assert scans, plan.text
+    assert "finished_at <" in scans[0].get("Index Cond"), plan.text
+    assert plan.sorts() == [], plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize("older_than", [timedelta(days=1), timedelta(days=7)])
+@pytest.mark.parametrize("status", ["completed", "dead"])
+def test_cleanup_of_one_status_range_scans_the_finished_index(
+    planner: Planner, status: str, older_than: timedelta
+) -> None:
+    """_jobs_history cannot range-scan the cutoff (kind sits between status and
+    finished_at), so the cutoff is a range on the partial _jobs_finished and the
+    status is checked on those terminal rows only (see queries.sql)."""
+    plan = planner.explain(
+        "cleanup_finished_with_status", status=status, older_than=older_than, batch_size=1000
+    )
+    scans = plan.index_scans(planner.index("_jobs_finished"))
+    assert scans, plan.text
+    assert all("finished_at <" in n.get("Index Cond") for n in scans), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+    assert plan.sorts() == [], plan.text
+
+
+# -- beat bookkeeping --------------------------------------------------------------------------
+
+
+def test_beat_reads_pending_scheduled_rows_from_the_dedup_index(planner: Planner) -> None:
+    plan = planner.explain("pending_with_dedup_prefix", dedup_prefix="beat:")
+    assert plan.index_scans(planner.index("_jobs_dedup")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+def test_beat_finds_the_latest_row_of_a_schedule_without_reading_the_whole_table(
+    planner: Planner,
+) -> None:
+    plan = planner.explain("latest_with_dedup_key", kind=SCHEDULED_KIND, dedup_key="beat:nightly")
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+    assert plan.table_reads(planner.jobs), plan.text
+
+
+# -- stats -------------------------------------------------------------------------------------
+
+
+def test_stats_reads_the_jobs_table_in_one_pass(planner: Planner) -> None:
+    plan = planner.explain("stats")
+    assert len(plan.table_reads(planner.jobs)) == 1, plan.text
