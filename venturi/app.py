@@ -30,6 +30,24 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def _is_text(value: str) -> bool:
+    """Whether PostgreSQL ``text`` can hold ``value`` (no NUL, valid UTF-8)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _job_id(job_id: str) -> str:
+    """An id the database cannot even hold names no job: refused before any SQL."""
+    if not isinstance(job_id, str) or not _is_text(job_id):
+        raise JobNotFound(job_id)
+    return job_id
+
+
 def _status(value: Status | str | None) -> Status | None:
     if value is None or isinstance(value, Status):
         return value
@@ -149,7 +167,7 @@ class App:
 
     def job(self, job_id: str) -> JobDetail:
         """The row and its journal timeline, oldest entry first."""
-        detail = self.backend.get_job(job_id)
+        detail = self.backend.get_job(_job_id(job_id))
         if detail is None:
             raise JobNotFound(job_id)
         return detail
@@ -163,17 +181,19 @@ class App:
         after: Cursor | None = None,
     ) -> Page:
         """One page of jobs, newest first; pass ``page.next`` as ``after`` for the next one."""
+        if kind is not None and not _is_text(kind):
+            raise InvalidArgument(f"kind {kind!r} is not text PostgreSQL can hold")
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
         return self.backend.list_jobs(status=_status(status), kind=kind, limit=limit, after=after)
 
     def retry(self, job_id: str) -> JobRow:
         """Make a ``dead`` job pending again, eligible now."""
-        return self.backend.retry_job(job_id)
+        return self.backend.retry_job(_job_id(job_id))
 
     def cancel(self, job_id: str) -> JobRow:
         """Turn a ``pending`` job ``dead`` with the note ``cancelled``."""
-        return self.backend.cancel_job(job_id)
+        return self.backend.cancel_job(_job_id(job_id))
 
     def cleanup(
         self, *, older_than: timedelta, status: Status | str | None = None, batch_size: int = 1000

@@ -108,7 +108,7 @@ def zone(timezone: str) -> ZoneInfo:
         raise InvalidSchedule(f"invalid time zone {timezone!r}: give an IANA name such as 'UTC'")
     try:
         return ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # OSError: a directory name
         raise InvalidSchedule(
             f"unknown time zone {timezone!r}: give an IANA name such as 'Europe/Paris' or 'UTC'"
         ) from exc

@@ -24,6 +24,7 @@ import inspect
 import logging
 import math
 import re
+import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import UTC, datetime, timedelta
@@ -165,7 +166,11 @@ def validate_kind(kind: object) -> str:
         raise InvalidKind(kind, "must be a non-empty string")
     if _CONTROL.search(kind):
         raise InvalidKind(kind, "must not contain control characters")
-    if len(kind.encode()) > MAX_KIND_BYTES:
+    try:
+        size = len(kind.encode())
+    except UnicodeEncodeError:
+        raise InvalidKind(kind, "must be valid UTF-8 (no lone surrogates)") from None
+    if size > MAX_KIND_BYTES:
         raise InvalidKind(kind, f"must be at most {MAX_KIND_BYTES} bytes of UTF-8")
     return kind
 
@@ -570,7 +575,8 @@ class Task(Generic[P, R]):
         the payload no longer fits. ``ctx=None`` gives a handler that takes one a fresh
         context."""
         if not isinstance(payload, Mapping):
-            raise ArgumentsMismatch(f"{self.kind}: the payload is not a JSON object: {payload!r}")
+            shown = reprlib.repr(payload)
+            raise ArgumentsMismatch(f"{self.kind}: the payload is not a JSON object: {shown}")
         args, kwargs = self._rebuild(payload)
         if self.takes_context:
             context = ctx if ctx is not None else self._fresh_context()

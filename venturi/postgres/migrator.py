@@ -89,6 +89,12 @@ class Migrator:
         conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock_name,))
         try:
             return self._migrate_locked(conn)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise MigrationError(
+                f"the database role may not change the schema of prefix {self._prefix.value!r} "
+                f"({str(exc).strip()}): run migrations as the tables' owner, see "
+                "docs/operations/least-privilege.md"
+            ) from exc
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock_name,))
 

@@ -24,6 +24,23 @@ Cardinality = Literal["one", "many", "exec"]
 _HEADER = re.compile(r"^-- name: (?P<name>[a-z_]+) :(?P<card>one|many|exec)\s*$", re.MULTILINE)
 
 
+class UndecodableJSON(str):
+    """Stored JSON that Python cannot decode (e.g. ``1e400`` or very deep nesting).
+
+    PostgreSQL accepts such values, so a row written by hand can hold one. It
+    comes back as its raw text instead of failing the whole statement: a
+    payload that is not an object then ends its job ``dead`` with a note, and
+    operations can still list and cancel the row.
+    """
+
+
+def _loads(data: bytes | bytearray | memoryview | str) -> object:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return UndecodableJSON(bytes(data).decode() if not isinstance(data, str) else data)
+
+
 class QueryFileError(Exception):
     """queries.sql is malformed (a packaging bug, not a user error)."""
 
@@ -38,14 +55,14 @@ class Query:
         """At most one row (``None`` when there is none)."""
         self._expect("one")
         with conn.cursor(row_factory=dict_row) as cur:
-            set_json_loads(orjson.loads, cur)
+            set_json_loads(_loads, cur)
             cur.execute(self.sql, params)
             return cur.fetchone()
 
     def many(self, conn: psycopg.Connection[Any], **params: Any) -> list[dict[str, Any]]:
         self._expect("many")
         with conn.cursor(row_factory=dict_row) as cur:
-            set_json_loads(orjson.loads, cur)
+            set_json_loads(_loads, cur)
             cur.execute(self.sql, params)
             return cur.fetchall()
 

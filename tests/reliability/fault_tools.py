@@ -1,0 +1,244 @@
+"""Tools of the reliability suite: worker subprocesses, a breakable TCP proxy,
+table checksums and the per-run accounting of the journal.
+
+Nothing here fakes the database: workers are real ``venturi worker``
+processes, the proxy forwards real bytes, and every check reads the tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from support import wait_until
+
+HERE = Path(__file__).parent
+#: How long a worker may take to stop on SIGTERM: a hang guard, not a speed check.
+STOP_TIMEOUT = 20.0
+
+
+class WorkerFleet:
+    """``venturi worker`` subprocesses on one prefix, each in a numbered slot.
+
+    Every process gets ``PGAPPNAME=application_name``, so the test can find
+    (and terminate) its server sessions, and wait for a killed process's
+    sessions to end. Output goes to one log file per process; ``kill_all()``
+    at teardown leaves nothing running.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        prefix: str,
+        logs: Path,
+        *,
+        application_name: str,
+        concurrency: int = 4,
+    ) -> None:
+        self.application_name = application_name
+        self._logs = logs
+        self._argv = [
+            sys.executable,
+            "-m",
+            "venturi",
+            "worker",
+            "--app",
+            "chaos_app:app",
+            "--concurrency",
+            str(concurrency),
+        ]
+        self._env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("VENTURI_", "PG"))},
+            "VENTURI_DATABASE_URL": database_url,
+            "CHAOS_PREFIX": prefix,
+            "PGAPPNAME": application_name,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.slots: list[subprocess.Popen[bytes]] = []
+        self._all: list[subprocess.Popen[bytes]] = []
+        #: Exit status of every process that ended on its own, in order.
+        self.exits: list[int] = []
+
+    def start(self, count: int) -> None:
+        for _ in range(count):
+            self.slots.append(self._spawn())
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        log = self._logs / f"worker-{len(self._all)}.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                self._argv, env=self._env, stdout=output, stderr=subprocess.STDOUT, cwd=HERE
+            )
+        self._all.append(process)
+        return process
+
+    def kill_and_restart(self, slot: int) -> None:
+        """SIGKILL the process in ``slot`` and start a fresh one in its place."""
+        process = self.slots[slot]
+        process.kill()
+        process.wait(10)
+        self.slots[slot] = self._spawn()
+
+    def restart_exited(self) -> int:
+        """Replace every process that ended by itself; returns how many were replaced."""
+        replaced = 0
+        for slot, process in enumerate(self.slots):
+            status = process.poll()
+            if status is not None:
+                self.exits.append(status)
+                self.slots[slot] = self._spawn()
+                replaced += 1
+        return replaced
+
+    def wait_started(self, timeout: float = 30.0) -> None:
+        """Wait until every current process runs its worker (its signal handlers are
+        installed only then: an earlier SIGTERM would end it by the default action)."""
+        wait_until(lambda: all(" started: concurrency" in self.log(p) for p in self.slots), timeout)
+
+    def all_running(self) -> bool:
+        return all(process.poll() is None for process in self.slots)
+
+    def stop(self) -> list[int]:
+        """SIGTERM every running process once it runs its worker; returns their exit statuses."""
+        self.wait_started()
+        for process in self.slots:
+            process.send_signal(signal.SIGTERM)
+        return [process.wait(STOP_TIMEOUT) for process in self.slots]
+
+    def kill_all(self) -> None:
+        for process in self._all:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+    def log(self, process: subprocess.Popen[bytes]) -> str:
+        index = self._all.index(process)
+        return (self._logs / f"worker-{index}.log").read_text(errors="replace")
+
+    def logs(self) -> str:
+        """Every log, for a failure message."""
+        return "\n".join(
+            f"--- worker {i} (exit {p.poll()}) ---\n{self.log(p)[-4000:]}"
+            for i, p in enumerate(self._all)
+        )
+
+
+def sessions_of(db: Any, application_name: str) -> int:
+    return int(
+        db.scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+            (application_name,),
+        )
+    )
+
+
+def wait_for_sessions_to_end(db: Any, application_name: str, timeout: float = 20.0) -> None:
+    """A statement a process sent just before it died still runs to its end on the
+    server: the tables are final only once its sessions are gone."""
+    wait_until(lambda: sessions_of(db, application_name) == 0, timeout=timeout)
+
+
+def table_checksums(db: Any) -> dict[str, tuple[int, str | None]]:
+    """Row count and md5 of every row's text, in id order, of both tables."""
+    return {
+        table: (
+            int(row["rows"]),
+            row["digest"],
+        )
+        for table in ("jobs", "journal")
+        for row in [
+            db.one(
+                f"SELECT count(*) AS rows, md5(string_agg(t::text, '|' ORDER BY t.id)) AS digest "
+                f"FROM {{{{prefix}}}}_{table} AS t"
+            )
+        ]
+    }
+
+
+def unaccounted_runs(db: Any) -> list[tuple[str, list[tuple[int, str]]]]:
+    """Jobs whose journal does not account for each of their runs exactly once.
+
+    For handlers that never fail, a run ends in exactly one entry of its
+    ``run_no``: ``completed``, or ``stale-recovered`` when its worker vanished
+    (killed, crashed, or cut off) before recording an outcome. So a completed
+    job's journal, in order, is ``stale-recovered`` for runs 1..n-1 and
+    ``completed`` for run n = ``run_count``, and its ``failure_count`` is n-1:
+    every interrupted claim was recovered, and nothing ran twice unseen.
+    Returns the offending jobs with their (run_no, outcome) entries.
+    """
+    entries: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for entry in db.all("SELECT job_id, run_no, outcome FROM {{prefix}}_journal ORDER BY id"):
+        entries[entry["job_id"]].append((entry["run_no"], entry["outcome"]))
+    bad = []
+    for job in db.all("SELECT id, status, run_count, failure_count FROM {{prefix}}_jobs"):
+        runs = job["run_count"]
+        expected = [(n, "stale-recovered") for n in range(1, runs)] + [(runs, "completed")]
+        journal = entries.get(job["id"], [])
+        if job["status"] != "completed" or journal != expected or job["failure_count"] != runs - 1:
+            bad.append((job["id"], journal))
+    return bad
+
+
+class TcpProxy:
+    """Forwards TCP to the database until ``stop()``: then every connection through
+    it breaks and new ones are refused at once, until ``start()``."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._target = (host, port)
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._server: socket.socket | None = None
+        self.port = 0
+        self.start()
+
+    def start(self) -> None:
+        server = socket.create_server(("127.0.0.1", self.port))
+        server.settimeout(0.1)
+        self.port = server.getsockname()[1]
+        self._server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def _accept(self, server: socket.socket) -> None:
+        while self._server is server:
+            try:
+                client, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            upstream = socket.create_connection(self._target)
+            with self._lock:
+                self._sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        """Close the listening socket (new connections are refused) and break every
+        connection in flight."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
