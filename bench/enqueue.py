@@ -1,0 +1,89 @@
+"""Enqueue figures, measured in lockstep with their baselines.
+
+On a shared machine the load changes from one second to the next, so timing
+venturi for five seconds and then the baseline for five seconds compares two
+different machines. Here the three writers take turns, one operation (or one
+batch) each, in a rotating order, and each one's clock only runs during its
+own operations: whatever the machine does, all three see the same of it.
+
+- ``raw``: the minimal table (baseline.RawQueue);
+- ``venturi_schema``: plain psycopg into a migrated venturi jobs table;
+- ``venturi``: ``.delay()`` / ``delay_many`` on a third, fresh prefix.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from baseline import RawQueue, VenturiSchemaTable
+from venturi_bench import Prefix
+from workload import noop_payload
+
+#: Untimed operations per writer first: connections, prepared statements, caches.
+WARM_UP = 20
+
+
+def _lockstep(ops: dict[str, Callable[[int], None]], steps: list[int]) -> dict[str, float]:
+    """Run every op once per step, rotating who goes first; seconds spent per op."""
+    spent = dict.fromkeys(ops, 0.0)
+    names = list(ops)
+    for index, step in enumerate(steps):
+        turn = index % len(names)
+        for name in names[turn:] + names[:turn]:
+            started = time.perf_counter()
+            ops[name](step)
+            spent[name] += time.perf_counter() - started
+    return spent
+
+
+def single(url: str, count: int) -> dict[str, float]:
+    """``count`` single-row enqueues per writer, in lockstep; jobs/s per writer."""
+    raw = RawQueue(url)
+    schema = VenturiSchemaTable(url, count + WARM_UP)
+    venturi = Prefix(url)
+    try:
+        ops: dict[str, Callable[[int], None]] = {
+            "raw": raw.insert_one,
+            "venturi_schema": schema.insert_one,
+            "venturi": venturi.noop.delay,
+        }
+        _lockstep(ops, list(range(count, count + WARM_UP)))
+        spent = _lockstep(ops, list(range(count)))
+        return {name: count / seconds for name, seconds in spent.items()}
+    finally:
+        raw.close()
+        schema.close()
+        venturi.close()
+
+
+def bulk(url: str, count: int, batch_size: int) -> dict[str, float]:
+    """``count`` jobs per writer in batches of ``batch_size``, in lockstep; jobs/s per writer.
+
+    raw and venturi_schema COPY each batch in one transaction; venturi calls
+    ``delay_many`` with the batch's argument dicts (built inside its clock,
+    as the raw writers' payloads are).
+    """
+    raw = RawQueue(url)
+    schema = VenturiSchemaTable(url, count)
+    venturi = Prefix(url)
+    try:
+        venturi.noop.delay(-1)  # opens the App's pool, untimed
+
+        def enqueue_many(start: int) -> None:
+            items = [noop_payload(n) for n in range(start, min(count, start + batch_size))]
+            venturi.noop.delay_many(items, batch_size=batch_size)
+
+        ops: dict[str, Callable[[int], None]] = {
+            "raw": lambda start: raw.copy_batch(start, min(batch_size, count - start)),
+            "venturi_schema": lambda start: schema.copy_batch(
+                start, min(batch_size, count - start)
+            ),
+            "venturi": enqueue_many,
+        }
+        spent = _lockstep(ops, list(range(0, count, batch_size)))
+        return {name: count / seconds for name, seconds in spent.items()}
+    finally:
+        raw.close()
+        schema.close()
+        venturi.close()

@@ -1,0 +1,48 @@
+"""The benchmark's venturi App: a no-op task, a timestamping task, and a worker entry point.
+
+The benchmark process imports ``build_app`` to enqueue; it starts this file
+as a subprocess to drain, so the worker is measured as users run it (its own
+process, its own GIL, SIGTERM for a graceful stop)::
+
+    python bench/worker_app.py --database-url URL --prefix bench_v_1a2b3c --concurrency 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from workload import NOOP_KIND, STAMP_KIND
+
+import venturi
+from venturi.worker import Worker
+
+
+def noop(n: int) -> None:
+    """The unit of work of every throughput figure: nothing, so only the queue is measured."""
+
+
+def stamp(n: int) -> float:
+    """Pickup-latency probe: its return value (the journal note) is when the handler started."""
+    return time.time()
+
+
+def build_app(url: str, prefix: str) -> tuple[venturi.App, Any, Any]:
+    """An App on ``prefix`` with the two benchmark tasks; returns (app, noop, stamp)."""
+    app = venturi.App(url, prefix=prefix, set_as_current=False)
+    return app, app.task(kind=NOOP_KIND)(noop), app.task(kind=STAMP_KIND)(stamp)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    app, _, _ = build_app(args.database_url, args.prefix)
+    Worker(app, concurrency=args.concurrency, grace=5.0).run()
+
+
+if __name__ == "__main__":
+    main()
