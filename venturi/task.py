@@ -558,7 +558,7 @@ class Task(Generic[P, R]):
 
     # -- run -----------------------------------------------------------------------
 
-    def invoke(self, ctx: Context | None, payload: Mapping[str, Any]) -> R:
+    def invoke(self, ctx: Context | None, payload: object) -> R:
         """Call the handler with a stored payload (the worker's entry point).
 
         Rebuilds the arguments, converts values by the handler's annotations
@@ -570,7 +570,7 @@ class Task(Generic[P, R]):
         """
         return self.prepare(ctx, payload)()
 
-    def prepare(self, ctx: Context | None, payload: Mapping[str, Any]) -> Callable[[], R]:
+    def prepare(self, ctx: Context | None, payload: object) -> Callable[[], R]:
         """The handler bound to a stored payload, ready to call; ``ArgumentsMismatch`` if
         the payload no longer fits. ``ctx=None`` gives a handler that takes one a fresh
         context."""
