@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -19,3 +21,78 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, every: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         pause.wait(every)
+
+
+class TcpProxy:
+    """Forwards TCP to the database, and fails on demand.
+
+    ``stop()``: every connection through it breaks and new ones are refused,
+    until ``start()``. ``cut()``: every connection breaks and new ones are
+    accepted and closed at once (the port stays bound), until ``restore()``.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self._target = (host, port)
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._server: socket.socket | None = None
+        self._is_up = threading.Event()
+        self._is_up.set()
+        self.port = 0
+        self.start()
+
+    def start(self) -> None:
+        server = socket.create_server(("127.0.0.1", self.port))
+        server.settimeout(0.1)
+        self.port = server.getsockname()[1]
+        self._server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def _accept(self, server: socket.socket) -> None:
+        while self._server is server:
+            try:
+                client, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not self._is_up.is_set():
+                client.close()
+                continue
+            upstream = socket.create_connection(self._target)
+            with self._lock:
+                self._sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        """Close the listening socket (new connections are refused) and break every
+        connection in flight."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        self._break_connections()
+
+    def cut(self) -> None:
+        self._is_up.clear()
+        self._break_connections()
+
+    def restore(self) -> None:
+        self._is_up.set()
+
+    def _break_connections(self) -> None:
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()

@@ -11,9 +11,7 @@ the socket.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -21,7 +19,7 @@ from typing import Any
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from support import wait_until
+from support import TcpProxy, wait_until
 from ulid import ULID
 
 import venturi
@@ -398,67 +396,6 @@ def test_a_claim_taken_over_is_no_longer_renewed_and_its_late_result_is_discarde
 # -- database outage --------------------------------------------------------------------
 
 
-class TcpProxy:
-    """Forwards TCP to the database until ``cut()``: then every connection breaks and
-    new ones are closed on arrival, until ``restore()``."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self._target = (host, port)
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self._server.settimeout(0.1)
-        self.port: int = self._server.getsockname()[1]
-        self._is_up = threading.Event()
-        self._is_up.set()
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._accepting = threading.Thread(target=self._accept, name="proxy-accept", daemon=True)
-        self._accepting.start()
-
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if not self._is_up.is_set():
-                client.close()
-                continue
-            upstream = socket.create_connection(self._target)
-            with self._lock:
-                self._sockets += [client, upstream]
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        self._is_up.clear()
-        with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def restore(self) -> None:
-        self._is_up.set()
-
-    def close(self) -> None:
-        self._closed.set()
-        self.cut()
-        self._server.close()
-
-
 def test_a_database_outage_is_waited_out_and_no_job_is_lost_or_completed_twice(
     app: venturi.App,
     db: Any,
@@ -502,7 +439,7 @@ def test_a_database_outage_is_waited_out_and_no_job_is_lost_or_completed_twice(
         worker.stop()
     finally:
         proxied.close()
-        proxy.close()
+        proxy.stop()
     for ref in refs:
         assert outcomes(db, ref.id) == ["completed"]
         assert (row(db, ref.id)["run_count"], row(db, ref.id)["failure_count"]) == (1, 0)

@@ -7,13 +7,10 @@ processes, the proxy forwards real bytes, and every check reads the tables.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -186,59 +183,3 @@ def unaccounted_runs(db: Any) -> list[tuple[str, list[tuple[int, str]]]]:
         if job["status"] != "completed" or journal != expected or job["failure_count"] != runs - 1:
             bad.append((job["id"], journal))
     return bad
-
-
-class TcpProxy:
-    """Forwards TCP to the database until ``stop()``: then every connection through
-    it breaks and new ones are refused at once, until ``start()``."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self._target = (host, port)
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._server: socket.socket | None = None
-        self.port = 0
-        self.start()
-
-    def start(self) -> None:
-        server = socket.create_server(("127.0.0.1", self.port))
-        server.settimeout(0.1)
-        self.port = server.getsockname()[1]
-        self._server = server
-        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
-
-    def _accept(self, server: socket.socket) -> None:
-        while self._server is server:
-            try:
-                client, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            upstream = socket.create_connection(self._target)
-            with self._lock:
-                self._sockets += [client, upstream]
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def stop(self) -> None:
-        """Close the listening socket (new connections are refused) and break every
-        connection in flight."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-        with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()

@@ -22,14 +22,13 @@ from typing import Any
 import chaos_app
 import pytest
 from fault_tools import (
-    TcpProxy,
     WorkerFleet,
     table_checksums,
     unaccounted_runs,
     wait_for_sessions_to_end,
 )
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from support import wait_until
+from support import TcpProxy, wait_until
 
 import venturi
 from venturi.errors import BackendUnavailable
