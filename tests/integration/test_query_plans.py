@@ -136,6 +136,7 @@ CASCADE_DELETE = "DELETE FROM ONLY {{prefix}}_journal WHERE %(id)s = job_id"
 #: Statements that read no table: nothing to plan.
 NO_TABLE_READ = {
     "advisory_unlock",
+    "copy_jobs",
     "database_now",
     "lock_dedup_key",
     "notify_wakeup",

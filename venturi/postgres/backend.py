@@ -53,6 +53,8 @@ Connection = psycopg.Connection[Any]
 #: How long a caller waits for a pooled connection (or a first connection) before
 #: BackendUnavailable: bounded, so a missing database never hangs a caller.
 DEFAULT_CONNECT_TIMEOUT = 5.0
+#: Batches at least this large go through COPY instead of the one-statement insert.
+COPY_THRESHOLD = 256
 
 
 def _connect_kwargs(connect_timeout: float) -> dict[str, Any]:
@@ -251,6 +253,9 @@ class PostgresBackend:
         return [refs.get(job.id, JobRef(job.id)) for job in jobs]
 
     def _insert(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
+        if len(jobs) >= COPY_THRESHOLD:
+            self._copy(conn, jobs)
+            return
         self._queries.enqueue_jobs.exec(
             conn,
             ids=[j.id for j in jobs],
@@ -262,6 +267,30 @@ class PostgresBackend:
             dedup_keys=[j.dedup_key for j in jobs],
             channel=self._prefix.channel,
         )
+
+    def _copy(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
+        """COPY a large batch; created_at from the database clock (see copy_jobs)."""
+        with conn.transaction():
+            row = self._queries.database_now.one(conn)
+            assert row is not None
+            start: datetime = row["now"]
+            with conn.cursor() as cursor, self._queries.copy_jobs.copy(cursor) as copy:
+                for offset, job in enumerate(jobs):
+                    created_at = start + timedelta(microseconds=offset)
+                    visible_at = job.eta if job.eta is not None else created_at + job.delay
+                    copy.write_row(
+                        (
+                            job.id,
+                            job.kind,
+                            job.payload,
+                            int(job.priority),
+                            "pending",
+                            created_at,
+                            visible_at,
+                            job.dedup_key,
+                        )
+                    )
+            self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
 
     def _dedup_lock_name(self, job: NewJob) -> str:
         # Length-prefixed so (kind, key) pairs can never collide by concatenation;

@@ -9,6 +9,7 @@ validated ``Prefix``; values only ever travel as ``%(name)s`` parameters.
 from __future__ import annotations
 
 import re
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, Literal, cast
@@ -20,8 +21,8 @@ from psycopg.types.json import set_json_loads
 
 from venturi.postgres.naming import Prefix
 
-Cardinality = Literal["one", "many", "exec"]
-_HEADER = re.compile(r"^-- name: (?P<name>[a-z_]+) :(?P<card>one|many|exec)\s*$", re.MULTILINE)
+Cardinality = Literal["one", "many", "exec", "copy"]
+_HEADER = re.compile(r"^-- name: (?P<name>[a-z_]+) :(?P<card>one|many|exec|copy)\s*$", re.MULTILINE)
 
 
 class UndecodableJSON(str):
@@ -72,6 +73,11 @@ class Query:
         with conn.cursor() as cur:
             cur.execute(self.sql, params)
             return cur.rowcount
+
+    def copy(self, cursor: psycopg.Cursor[Any]) -> AbstractContextManager[psycopg.Copy]:
+        """A ``COPY ... FROM STDIN`` on ``cursor``, to ``write_row`` into."""
+        self._expect("copy")
+        return cursor.copy(self.sql)
 
     def _expect(self, cardinality: Cardinality) -> None:
         if self.cardinality != cardinality:

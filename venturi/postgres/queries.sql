@@ -23,6 +23,14 @@ WITH input AS (
 )
 SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 
+-- name: copy_jobs :copy
+-- Bulk path for large batches: COPY is about twice as fast as the unnest insert.
+-- The adapter sends created_at as the database's clock_timestamp() read in the
+-- same transaction plus one microsecond per row (FIFO within the batch, like
+-- enqueue_jobs), and visible_at as eta or created_at + delay (ADR 12).
+COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key)
+FROM STDIN
+
 -- name: lock_dedup_key :exec
 -- Serializes concurrent enqueues of one (kind, dedup_key) until commit (ADR 10).
 SELECT pg_advisory_xact_lock(hashtextextended(%(lock_name)s, 0))
