@@ -137,6 +137,7 @@ CASCADE_DELETE = "DELETE FROM ONLY {{prefix}}_journal WHERE %(id)s = job_id"
 NO_TABLE_READ = {
     "advisory_unlock",
     "copy_jobs",
+    "enqueue_job",
     "database_now",
     "lock_dedup_key",
     "notify_wakeup",

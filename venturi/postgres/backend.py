@@ -256,6 +256,20 @@ class PostgresBackend:
         if len(jobs) >= COPY_THRESHOLD:
             self._copy(conn, jobs)
             return
+        if len(jobs) == 1:
+            (job,) = jobs
+            self._queries.enqueue_job.exec(
+                conn,
+                id=job.id,
+                kind=job.kind,
+                payload=job.payload,
+                priority=int(job.priority),
+                delay=job.delay,
+                eta=job.eta,
+                dedup_key=job.dedup_key,
+                channel=self._prefix.channel,
+            )
+            return
         self._queries.enqueue_jobs.exec(
             conn,
             ids=[j.id for j in jobs],

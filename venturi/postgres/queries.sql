@@ -23,6 +23,21 @@ WITH input AS (
 )
 SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 
+-- name: enqueue_job :exec
+-- The single-job path of .delay(): plain parameters instead of one-element arrays,
+-- which psycopg would dump in Python (about 0.2 ms of a 0.95 ms enqueue). Same
+-- rows and wake-up as enqueue_jobs.
+WITH clock AS (
+    SELECT clock_timestamp() AS enqueued_at
+), inserted AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key)
+    SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
+           coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s
+    FROM clock
+    RETURNING 1
+)
+SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+
 -- name: copy_jobs :copy
 -- Bulk path for large batches: COPY is about twice as fast as the unnest insert.
 -- The adapter sends created_at as the database's clock_timestamp() read in the
