@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
@@ -91,6 +92,7 @@ class App:
         self.registry = Registry()
         self._schedules: list[Schedule] = []
         self._backend = backend
+        self._backend_lock = threading.Lock()
         if set_as_current:
             set_current_app(self)
 
@@ -113,13 +115,19 @@ class App:
 
     @property
     def backend(self) -> Backend:
+        """Built on first use; the lock keeps threads racing to first use on one pool."""
         if self._backend is None:
-            from venturi.postgres import PostgresBackend
-            from venturi.postgres.embedded import embedded_database_url
-
-            url = self.database_url or os.environ.get(DATABASE_URL_ENV) or embedded_database_url()
-            self._backend = PostgresBackend(url, prefix=self.prefix)
+            with self._backend_lock:
+                if self._backend is None:
+                    self._backend = self._build_backend()
         return self._backend
+
+    def _build_backend(self) -> Backend:
+        from venturi.postgres import PostgresBackend
+        from venturi.postgres.embedded import embedded_database_url
+
+        url = self.database_url or os.environ.get(DATABASE_URL_ENV) or embedded_database_url()
+        return PostgresBackend(url, prefix=self.prefix)
 
     @overload
     def task(self, fn: Callable[Concatenate[Context, P], R], /) -> Task[P, R]: ...
