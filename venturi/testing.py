@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from venturi.errors import ConfigurationError
 from venturi.executor import execute, record
 from venturi.serialization import decode_json
 from venturi.types import Claim, ClaimedJob, Outcome, Priority
-from venturi.worker import worker_id
+from venturi.worker import served_kinds, worker_id
 
 if TYPE_CHECKING:
     from venturi.app import App
@@ -80,12 +79,7 @@ def drain(
     runs (a job that pauses or retries forever).
     """
     tasks = app.tasks()
-    served = sorted(tasks if kinds is None else kinds)
-    unknown = sorted(set(served) - set(tasks))
-    if unknown:
-        raise ConfigurationError(
-            f"drain was asked for kinds no task declares: {', '.join(unknown)}"
-        )
+    served = served_kinds(tasks, kinds, who="drain")
     if not served:
         return []
     backend = app.backend

@@ -79,6 +79,21 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def served_kinds(known: Collection[str], kinds: Collection[str] | None, *, who: str) -> list[str]:
+    """The kinds to claim, sorted: every known kind, or ``kinds`` if all are known.
+
+    An unknown kind is a ``ConfigurationError``: a typo would otherwise serve nothing.
+    """
+    if kinds is None:
+        return sorted(known)
+    unknown = sorted(set(kinds) - set(known))
+    if unknown:
+        raise ConfigurationError(
+            f"{who} was asked for kinds no task declares: {', '.join(unknown)}"
+        )
+    return sorted(set(kinds))
+
+
 @dataclass(slots=True)
 class _InFlight:
     """A claimed job between its claim and the moment its handler returns."""
@@ -141,15 +156,7 @@ class Worker:
         if retention is not None and retention < timedelta(0):
             raise ConfigurationError(f"retention must not be negative, got {retention}")
         known = app.tasks()
-        if kinds is None:
-            served = sorted(known)
-        else:
-            unknown = sorted(set(kinds) - set(known))
-            if unknown:
-                raise ConfigurationError(
-                    f"the worker was asked for kinds no task declares: {', '.join(unknown)}"
-                )
-            served = sorted(set(kinds))
+        served = served_kinds(known, kinds, who="the worker")
         self.app = app
         self.concurrency = concurrency
         self.kinds: tuple[str, ...] = tuple(served)
