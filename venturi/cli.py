@@ -149,6 +149,16 @@ def _positive_int_argument(text: str) -> int:
     return value
 
 
+def _non_negative_int_argument(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be 0 or a positive integer")
+    return value
+
+
 def _kinds_argument(text: str) -> list[str]:
     kinds = [kind.strip() for kind in text.split(",") if kind.strip()]
     if not kinds:
@@ -263,6 +273,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             kinds=args.kinds,
             grace=args.grace,
             retention=args.retention,
+            prefetch=args.prefetch,
         ).run()
     return EXIT_OK
 
@@ -668,6 +679,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="DURATION",
         help="delete terminal jobs finished longer ago than this, e.g. 7d (default: keep all)",
+    )
+
+    worker.add_argument(
+        "--prefetch",
+        type=_non_negative_int_argument,
+        default=None,
+        metavar="N",
+        help="most claimed jobs held for busy handlers, only while jobs are short "
+        "(default: 512; 0: claim only for free handlers)",
     )
 
     command(commands, "beat", "run the periodic scheduler (one active per prefix)", _cmd_beat)

@@ -2,11 +2,11 @@
 
 Threads of one running ``Worker`` (all named ``venturi-worker-...``):
 
-- **claim loop** - claims in batches sized to the free handler slots, only
-  for kinds with room under their concurrency cap, then waits (waiting.py)
-  when there was less work than room;
+- **claim loop** - claims in batches sized to the free handler slots plus
+  the claim-ahead depth (prefetch.py), only for kinds with room under their
+  concurrency cap, then waits (waiting.py) when there was less work than room;
 - **handlers** - ``concurrency`` threads, each running one job at a time (no
-  thread per job);
+  thread per job), taking claimed jobs from one local queue;
 - **committer** - the one path that records outcomes: handlers queue their
   ``Execution`` and each ``Backend.finish`` call takes everything queued, so an
   idle worker adds no latency and a busy one records many outcomes per round
@@ -14,9 +14,16 @@ Threads of one running ``Worker`` (all named ``venturi-worker-...``):
 - **lease keeper** - renews held claims and sweeps expired ones (leases.py);
 - **listener** - turns NOTIFY into wake-ups (waiting.py).
 
+Claim-ahead: while every handler has work, the claim loop waits until the
+room reaches ``Prefetch.refill_at()`` jobs and then claims the whole room in
+one batch, instead of one claim per finished job. A worker whose handlers
+would otherwise sit idle claims whatever room there is at once.
+
 Concurrency caps (ADR 23) are local to the process. The claim passes only the
 kinds that have room, with ``limit = min(free slots, smallest room among the
-capped kinds passed)``: a batch can never overrun any cap whatever mix of
+capped kinds passed)``, where a kind's room counts its held jobs (running or
+queued locally), so claim-ahead never holds more of a capped kind than its
+cap: a batch can never overrun any cap whatever mix of
 kinds it returns, and priority order across kinds is kept because one query
 claims for all of them. The cost is smaller batches while a capped kind is
 nearly full, which only matters for throughput when caps are tight.
@@ -50,6 +57,7 @@ from venturi.backend import Backend
 from venturi.errors import BackendUnavailable, ConfigurationError
 from venturi.executor import Execution, execute, record
 from venturi.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
+from venturi.prefetch import DEFAULT_PREFETCH, Prefetch
 from venturi.pruner import Pruner
 from venturi.service import Backoff, ServiceThread
 from venturi.types import ClaimedJob, OutcomeKind
@@ -118,6 +126,10 @@ class Worker:
             (ADR 19); at most 10.
         retention: when set, delete terminal jobs finished longer ago than
             this, once a minute, one worker of the prefix at a time (pruner.py).
+        prefetch: the most claimed jobs held waiting for a free handler
+            (default 512; 0 claims only for free handlers). Only as many are
+            held as the handlers should start within 0.1 s at their recent
+            pace, so long jobs are never held ahead (prefetch.py).
 
     Raises ``ConfigurationError`` for an unknown kind or an impossible setting.
 
@@ -139,6 +151,7 @@ class Worker:
         poll_interval: float = 5.0,
         recovery_interval: float = 5.0,
         retention: timedelta | None = None,
+        prefetch: int | None = None,
     ) -> None:
         if isinstance(kinds, str):
             raise ConfigurationError("kinds must be a collection of kinds, not one string")
@@ -153,6 +166,8 @@ class Worker:
                 f"recovery_interval must be in (0, {MAX_RECOVERY_INTERVAL:g}] seconds, "
                 f"got {recovery_interval}"
             )
+        if prefetch is not None and prefetch < 0:
+            raise ConfigurationError(f"prefetch must not be negative, got {prefetch}")
         if retention is not None and retention < timedelta(0):
             raise ConfigurationError(f"retention must not be negative, got {retention}")
         known = app.tasks()
@@ -164,6 +179,7 @@ class Worker:
         self.poll_interval = poll_interval
         self.recovery_interval = recovery_interval
         self.retention = retention
+        self.prefetch = DEFAULT_PREFETCH if prefetch is None else prefetch
         self.worker_id = worker_id()
         self._tasks: dict[str, Task[Any, Any]] = {kind: known[kind] for kind in served}
         self._max_failures = {kind: task.max_failures for kind, task in known.items()}
@@ -231,6 +247,7 @@ class Worker:
             keeper=keeper,
             committer=_Committer(backend, keeper, waiter, name=f"{name}-committer"),
             jobs=queue.SimpleQueue(),
+            prefetch=Prefetch(concurrency=self.concurrency, limit=self.prefetch),
             maintenance=ServiceThread(f"{name}-leases", keeper.step),
         )
         runtime.claiming = ServiceThread(f"{name}-claim", lambda: self._claim_step(runtime))
@@ -353,11 +370,9 @@ class Worker:
         with self._lock:
             if runtime.is_draining:
                 return 0.0
-            kinds, limit = self._plan(
-                free=self.concurrency - len(runtime.in_flight), running=runtime.running_by_kind
-            )
+            kinds, limit = self._plan(free=self._room(runtime), running=runtime.running_by_kind)
         if not limit:
-            # Every slot (or every kind's cap) is busy: a handler ending wakes us.
+            # Not worth a claim yet (or every capped kind is full): a handler ending wakes us.
             waiter.wait(self.poll_interval)
             return 0.0
         jobs = self.backend.claim(
@@ -368,6 +383,14 @@ class Worker:
         if len(jobs) < limit:
             waiter.wait(waiter.timeout(kinds))
         return 0.0
+
+    def _room(self, runtime: _Runtime) -> int:
+        """Jobs worth claiming now (called under ``self._lock``; see the module docstring)."""
+        held = len(runtime.in_flight)
+        room = self.concurrency + runtime.prefetch.depth() - held
+        if held >= self.concurrency and room < runtime.prefetch.refill_at():
+            return 0
+        return room
 
     def _plan(self, *, free: int, running: Mapping[str, int]) -> tuple[list[str], int]:
         """The kinds to claim for and the batch size (see the module docstring)."""
@@ -412,6 +435,7 @@ class Worker:
             job = runtime.jobs.get()
             if job is None:
                 return
+            taken = time.monotonic()
             job_id = job.claim.job_id
             with self._lock:
                 entry = runtime.in_flight.get(job_id)
@@ -422,9 +446,15 @@ class Worker:
             with self._lock:
                 runtime.in_flight.pop(job_id, None)
                 runtime.running_by_kind[job.kind] -= 1
+                # Busy time, not handler time: the GIL and bookkeeping are part of the pace.
+                runtime.prefetch.observe(time.monotonic() - taken)
                 self._changed.notify_all()
                 is_abandoned = entry.is_abandoned
+                # Wake the claim loop only when a claim is due, not after every job.
+                should_claim = job.kind in self._caps or self._room(runtime) > 0
             if execution is None:
+                if should_claim:
+                    runtime.waiter.wake()
                 continue
             if is_abandoned:
                 logger.warning(
@@ -437,7 +467,8 @@ class Worker:
                 )
                 continue
             runtime.committer.put(execution)
-            runtime.waiter.wake()
+            if should_claim:
+                runtime.waiter.wake()
 
     def _execute(self, runtime: _Runtime, job: ClaimedJob) -> Execution | None:
         try:
@@ -525,11 +556,12 @@ class _Runtime:
     keeper: LeaseKeeper
     committer: _Committer
     jobs: queue.SimpleQueue[ClaimedJob | None]
+    prefetch: Prefetch
     maintenance: ServiceThread
     claiming: ServiceThread = field(init=False)
     pruning: ServiceThread | None = None
     handlers: list[threading.Thread] = field(default_factory=list)
-    #: Claimed jobs whose handler has not returned yet; its size is the busy slots.
+    #: Claimed jobs whose handler has not returned yet (running or queued locally).
     in_flight: dict[str, _InFlight] = field(default_factory=dict)
     running_by_kind: Counter[str] = field(default_factory=Counter)
     is_draining: bool = False

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -164,6 +165,8 @@ def test_a_worker_refuses_kinds_that_no_task_declares(app: venturi.App) -> None:
         Worker(app, kinds=["rt.known", "rt.unknown"])
     with pytest.raises(ConfigurationError, match="recovery_interval"):
         Worker(app, recovery_interval=30)
+    with pytest.raises(ConfigurationError, match="prefetch"):
+        Worker(app, prefetch=-1)
 
 
 # -- waiting ----------------------------------------------------------------------------
@@ -206,6 +209,69 @@ def test_a_delayed_job_is_run_once_due_without_any_notification(
     wait_until(lambda: row(db, job_id)["status"] == "completed", timeout=6)
     [entry] = db.journal(job_id)
     assert entry["recorded_at"] >= row(db, job_id)["visible_at"]
+
+
+# -- claim-ahead ------------------------------------------------------------------------
+
+
+def test_short_jobs_are_claimed_ahead_and_stop_releases_the_held_ones_unrun(
+    app: venturi.App, db: Any, start_worker: Callable[..., Worker]
+) -> None:
+    started, gate = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    @app.task(kind="rt.ahead")
+    def ahead(n: int) -> None:
+        ran.append(n)
+        if n == 0:
+            started.set()
+            gate.wait(10)
+
+    worker = start_worker(concurrency=1)
+    ahead.delay_many([(-n,) for n in range(1, 21)])  # short jobs: the worker learns its pace
+    wait_until(lambda: count(db, "status = 'completed'") == 20)
+    # One transaction, so one claim sees all eleven; job 0 is first in claim order.
+    held = ahead.delay_many([(n,) for n in range(11)])
+    assert started.wait(5)
+
+    # One handler, eleven claims: ten are held ahead while job 0 runs.
+    assert count(db, "status = 'claimed'") == 11
+    worker.stop(grace=0.2)
+    gate.set()
+
+    assert sorted(n for n in ran if n >= 0) == [0]
+    for ref in held:
+        job = row(db, ref.id)
+        assert (job["status"], job["run_count"], job["failure_count"]) == ("pending", 1, 0)
+        assert outcomes(db, ref.id) == ["released"]
+
+    start_worker(concurrency=1)
+    wait_until(lambda: count(db, "status = 'completed'") == 31)
+    assert all(outcomes(db, ref.id) == ["released", "completed"] for ref in held)
+
+
+def test_jobs_longer_than_the_prefetch_horizon_are_not_claimed_ahead(
+    app: venturi.App, db: Any, start_worker: Callable[..., Worker]
+) -> None:
+    started, gate = threading.Event(), threading.Event()
+
+    @app.task(kind="rt.long")
+    def long(n: int) -> None:
+        if n == 0:
+            started.set()
+            gate.wait(10)
+        else:
+            time.sleep(0.3)  # one handler at 0.3 s a job starts none within 0.1 s
+
+    start_worker(concurrency=1)
+    long.delay(-1)
+    wait_until(lambda: count(db, "status = 'completed'") == 1)
+    long.delay_many([(n,) for n in range(3)])
+    assert started.wait(5)
+
+    assert count(db, "status = 'claimed'") == 1
+    gate.set()
+    wait_until(lambda: count(db, "status = 'completed'") == 4)
 
 
 # -- shutdown ---------------------------------------------------------------------------

@@ -138,7 +138,12 @@ def test_an_app_option_after_the_subcommand_wins_over_one_before_it() -> None:
 
 def test_worker_options_have_documented_defaults() -> None:
     args = build_parser().parse_args(["worker"])
-    assert (args.concurrency, args.kinds, args.grace) == (8, None, 30.0)
+    assert (args.concurrency, args.kinds, args.grace, args.prefetch) == (8, None, 30.0, None)
+
+
+@pytest.mark.parametrize(("text", "prefetch"), [("0", 0), ("64", 64)])
+def test_worker_prefetch_takes_zero_or_a_positive_count(text: str, prefetch: int) -> None:
+    assert build_parser().parse_args(["worker", "--prefetch", text]).prefetch == prefetch
 
 
 @pytest.mark.parametrize(
@@ -195,6 +200,8 @@ def test_cleanup_takes_a_duration_a_terminal_status_and_a_batch_size() -> None:
         (["worker", "--concurrency", "-1"], "must be a positive integer"),
         (["worker", "--kinds", ","], "invalid kinds"),
         (["worker", "--grace", "nan"], "must be a finite number"),
+        (["worker", "--prefetch", "-1"], "must be 0 or a positive integer"),
+        (["worker", "--prefetch", "many"], "must be 0 or a positive integer"),
         (["stats", "--verbose", "--nope"], "unrecognized arguments: --nope"),
     ],
 )
