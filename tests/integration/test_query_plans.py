@@ -20,6 +20,7 @@ index and shows the plans these tests pin.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -411,6 +412,60 @@ def test_claim_for_some_kinds_reads_only_those_kinds_from_the_per_kind_claim_ind
     assert all("visible_at" in n.get("Index Cond") for n in claim_scans), plan.text
     assert plan.index_scans(planner.index("_jobs_claim_priority")) == [], plan.text
     assert plan.sorts_below("LockRows") == [], plan.text
+
+
+#: The SQL type of each claim_jobs parameter, for PREPARE.
+_CLAIM_PARAM_TYPES = {
+    "kinds": "text[]",
+    "horizon": "interval",
+    "limit": "bigint",
+    "worker_id": "text",
+    "lease": "interval",
+}
+
+
+@pytest.mark.parametrize(
+    "served",
+    [
+        pytest.param(EVERY_KIND, id="every-kind"),
+        pytest.param(("crm.sync",), id="one-kind-of-many"),
+    ],
+)
+def test_the_claim_pools_generic_plan_probes_the_per_kind_claim_index(
+    planner: Planner, served: tuple[str, ...]
+) -> None:
+    """The claim pool forces generic plans (backend.py): that plan must be as good."""
+    sql = planner.queries.claim_jobs.sql
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    assert sorted(names) == sorted(_CLAIM_PARAM_TYPES)
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+    types = ", ".join(_CLAIM_PARAM_TYPES[name] for name in names)
+    params = _claim_params(served, 8)
+    conn = planner.conn
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute(f"PREPARE generic_claim ({types}) AS {numbered}")
+    try:
+        placeholders = ", ".join(["%s"] * len(names))
+        row = (
+            psycopg.ClientCursor(conn)
+            .execute(
+                f"EXPLAIN (FORMAT JSON) EXECUTE generic_claim ({placeholders})",
+                [params[name] for name in names],
+            )
+            .fetchone()
+        )
+    finally:
+        conn.execute("DEALLOCATE generic_claim")
+        conn.execute("RESET plan_cache_mode")
+    assert row is not None
+    plan = Plan.parse(row["QUERY PLAN"])
+    claim_scans = plan.index_scans(planner.index("_jobs_claim"))
+    assert claim_scans, plan.text
+    assert all("kind" in n.get("Index Cond") for n in claim_scans), plan.text
+    assert all("visible_at" in n.get("Index Cond") for n in claim_scans), plan.text
+    assert plan.index_scans(planner.index("_jobs_claim_priority")) == [], plan.text
+    assert plan.sorts_below("LockRows") == [], plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
 
 
 # -- enqueue and dedup (ADR 10) ----------------------------------------------------------------
