@@ -119,16 +119,6 @@ def test_workers_whose_sessions_are_terminated_repeatedly_reconnect_and_complete
     logger.info("%d rounds terminated %d sessions", rounds, terminated)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=BackendUnavailable,
-    reason=(
-        "known gap: PostgresBackend's pool hands out a connection whose session the server "
-        "ended while it sat idle; the first call on it fails with BackendUnavailable (one per "
-        "stale connection). A zero-round-trip socket check in the pool's check= stalled the "
-        "workers under repeated pg_terminate_backend, so it was not kept; see the closing note"
-    ),
-)
 def test_delay_after_the_server_ended_every_pooled_session_succeeds_on_a_fresh_connection(
     app: venturi.App, db: Any, database_url: str, prefix: str
 ) -> None:

@@ -13,8 +13,9 @@ Every psycopg error that means "the database is not there" comes out as
 from __future__ import annotations
 
 import logging
+import select
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -161,7 +162,7 @@ class PostgresBackend:
         self._url = url
         self._connect_timeout = connect_timeout
         self._queries = Queries(self._prefix)
-        self._pool = _LazyPool(
+        self._pool = _Pool(
             ConnectionPool(
                 url,
                 min_size=1,
@@ -172,7 +173,7 @@ class PostgresBackend:
                 name=f"venturi-{self._prefix.value}",
             )
         )
-        self._claim_pool = _LazyPool(
+        self._claim_pool = _Pool(
             ConnectionPool(
                 url,
                 min_size=1,
@@ -190,7 +191,7 @@ class PostgresBackend:
         return self._prefix.value
 
     @contextmanager
-    def _connection(self, pool: _LazyPool | None = None) -> Iterator[Connection]:
+    def _connection(self, pool: _Pool | None = None) -> Iterator[Connection]:
         try:
             with (pool or self._pool).connection() as conn, _translated_errors(self._prefix):
                 yield conn
@@ -227,7 +228,7 @@ class PostgresBackend:
             with connection.transaction():
                 yield connection
 
-    def _run(self, action: Callable[[Connection], T], pool: _LazyPool | None = None) -> T:
+    def _run(self, action: Callable[[Connection], T], pool: _Pool | None = None) -> T:
         with self._connection(pool) as conn:
             return action(conn)
 
@@ -588,24 +589,70 @@ class PostgresBackend:
         self._pool.close()
 
 
-class _LazyPool:
-    """A connection pool opened on first use: a process that never claims never opens
-    the claim pool, and an App that is never used opens nothing."""
+class _Pool:
+    """A psycopg pool that opens on first use and never hands out a session the server ended.
+
+    Lazy: a process that never claims never opens the claim pool, and an App
+    that is never used opens nothing.
+
+    Live sessions: when the server ends a session that sits idle in the pool
+    (``pg_terminate_backend``, a restart, an idle timeout), the socket gets the
+    server's goodbye and the pool does not notice; the next statement sent on
+    it would fail. Before handing a connection out, one zero-timeout
+    ``select`` looks for unread input, which an idle session never has
+    otherwise: none (the normal case) costs no round trip; some costs one
+    empty query, and a connection that fails it is closed and replaced (the
+    pool reconnects in the background). psycopg_pool's own ``check=`` is not
+    used: it pays a round trip on every checkout, and after a failed check it
+    sleeps about a second before trying the next connection.
+    """
 
     def __init__(self, pool: ConnectionPool[Connection]) -> None:
         self._pool = pool
         self._is_open = False
 
-    def connection(self) -> AbstractContextManager[Connection]:
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
         if not self._is_open:
             self._pool.open(wait=False)
             self._is_open = True
-        return self._pool.connection()
+        conn = self._live_connection()
+        try:
+            with conn:
+                yield conn
+        finally:
+            self._pool.putconn(conn)
+
+    def _live_connection(self) -> Connection:
+        for _ in range(self._pool.max_size):
+            conn = self._pool.getconn()
+            if _is_live(conn):
+                return conn
+            logger.debug("discarding a pooled connection whose session the server ended")
+            conn.close()
+            self._pool.putconn(conn)  # closed: the pool drops it and connects anew
+        return self._pool.getconn()
 
     def close(self) -> None:
         if self._is_open:
             self._pool.close()
             self._is_open = False
+
+
+def _is_live(conn: Connection) -> bool:
+    if conn.closed or conn.broken:
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    if not readable:
+        return True
+    try:
+        ConnectionPool.check_connection(conn)
+    except psycopg.Error:
+        return False
+    return True
 
 
 def _use_generic_plans(conn: Connection) -> None:
