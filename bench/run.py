@@ -346,7 +346,7 @@ def build_figures(
         "jobs/s",
         venturi=drain_c8.venturi,
         baseline=best(raw["limit_8"]),
-        baseline_label="raw claim+complete loop, LIMIT 8 (venturi claims at most `concurrency`)",
+        baseline_label="raw claim+complete loop, LIMIT 8 (claims sized to free slots)",
         target="(info)",
     )
     for figure in (single_schema, bulk_schema, drain_c8_limit_8):

@@ -21,6 +21,7 @@ from venturi.types import (
     AppliedMigration,
     Claim,
     ClaimedJob,
+    ClaimFloor,
     Cursor,
     Finished,
     JobDetail,
@@ -75,11 +76,14 @@ class Backend(Protocol):
         worker_id: str,
         lease: timedelta,
         horizon: timedelta = timedelta(0),
+        floors: Mapping[str, ClaimFloor] | None = None,
     ) -> list[ClaimedJob]:
         """Claim up to ``limit`` eligible jobs of ``kinds`` in tier-then-age order (ADR 3).
 
         Eligible means ``visible_at <= now() + horizon``; a positive horizon is
-        only for ``testing.drain(include_scheduled=True)``.
+        only for ``testing.drain(include_scheduled=True)``. A kind with a floor
+        is only looked for at or after it in claim order (ADR 0115): rows
+        before it are not claimed, even when eligible.
         """
         ...
 

@@ -128,6 +128,18 @@ class ClaimedJob:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimFloor:
+    """Where a kind's claim probe may start in claim order (see venturi/floors.py).
+
+    A promise from an earlier claim: no unclaimed eligible row of the kind
+    sorted before ``(priority, created_at)`` when that claim scanned.
+    """
+
+    priority: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """How a run ended, as the backend must record it (ADR 11, 13, 15).
 

@@ -17,7 +17,8 @@ Threads of one running ``Worker`` (all named ``venturi-worker-...``):
 Claim-ahead: while every handler has work, the claim loop waits until the
 room reaches ``Prefetch.refill_at()`` jobs and then claims the whole room in
 one batch, instead of one claim per finished job. A worker whose handlers
-would otherwise sit idle claims whatever room there is at once.
+would otherwise sit idle claims whatever room there is at once. While claims
+come back full, each one starts where the previous one ended (floors.py).
 
 Concurrency caps (ADR 23) are local to the process. The claim passes only the
 kinds that have room, with ``limit = min(free slots, smallest room among the
@@ -56,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from venturi.backend import Backend
 from venturi.errors import BackendUnavailable, ConfigurationError
 from venturi.executor import Execution, execute, record
+from venturi.floors import ClaimFloors
 from venturi.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
 from venturi.prefetch import DEFAULT_PREFETCH, Prefetch
 from venturi.pruner import Pruner
@@ -375,9 +377,15 @@ class Worker:
             # Not worth a claim yet (or every capped kind is full): a handler ending wakes us.
             waiter.wait(self.poll_interval)
             return 0.0
+        floors = runtime.floors.current(time.monotonic())
         jobs = self.backend.claim(
-            kinds=kinds, limit=limit, worker_id=self.worker_id, lease=self._claim_lease(kinds)
+            kinds=kinds,
+            limit=limit,
+            worker_id=self.worker_id,
+            lease=self._claim_lease(kinds),
+            floors=floors,
         )
+        runtime.floors.record(jobs, used=floors, limit=limit, now=time.monotonic())
         if jobs:
             self._dispatch(runtime, jobs)
             # Yield the GIL so a handler starts its job now, not after this thread has
@@ -561,6 +569,7 @@ class _Runtime:
     jobs: queue.SimpleQueue[ClaimedJob | None]
     prefetch: Prefetch
     maintenance: ServiceThread
+    floors: ClaimFloors = field(default_factory=ClaimFloors)
     claiming: ServiceThread = field(init=False)
     pruning: ServiceThread | None = None
     handlers: list[threading.Thread] = field(default_factory=list)

@@ -38,6 +38,8 @@ def test_claim_reads_the_per_kind_claim_index_when_one_kind_fills_the_table(
     sql = Queries(Prefix.parse(prefix)).claim_jobs.sql
     params = {
         "kinds": kinds,
+        "floor_priorities": [None] * len(kinds),
+        "floor_created_at": [None] * len(kinds),
         "limit": 8,
         "worker_id": "h:1",
         "lease": timedelta(minutes=1),

@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -315,9 +315,15 @@ def _samples(planner: Planner) -> dict[str, Any]:
     }
 
 
-def _claim_params(kinds: tuple[str, ...] | list[str], limit: int) -> dict[str, Any]:
+def _claim_params(
+    kinds: tuple[str, ...] | list[str], limit: int, floor: tuple[int, datetime] | None = None
+) -> dict[str, Any]:
+    """Claim parameters; ``floor`` (priority, created_at) applies to every kind (ADR 0115)."""
+    priority, created_at = floor if floor is not None else (None, None)
     return {
         "kinds": list(kinds),
+        "floor_priorities": [priority] * len(kinds),
+        "floor_created_at": [created_at] * len(kinds),
         "limit": limit,
         "worker_id": "host-1:4242",
         "lease": LEASE,
@@ -414,9 +420,30 @@ def test_claim_for_some_kinds_reads_only_those_kinds_from_the_per_kind_claim_ind
     assert plan.sorts_below("LockRows") == [], plan.text
 
 
+@pytest.mark.parametrize(
+    "served",
+    [pytest.param(EVERY_KIND, id="every-kind"), pytest.param(("crm.sync",), id="one-kind")],
+)
+def test_claim_with_floors_starts_each_probe_at_its_floor(
+    planner: Planner, served: tuple[str, ...]
+) -> None:
+    """A floor (ADR 0115) is where the index scan starts, not a filter on what it reads."""
+    floor = (1, datetime.now(UTC) - timedelta(minutes=10))
+    plan = planner.explain("claim_jobs", **_claim_params(served, 8, floor=floor))
+    claim_scans = plan.index_scans(planner.index("_jobs_claim"))
+    assert claim_scans, plan.text
+    assert all("ROW(kind, priority, created_at) >=" in n.get("Index Cond") for n in claim_scans), (
+        plan.text
+    )
+    assert plan.index_scans(planner.index("_jobs_claim_priority")) == [], plan.text
+    assert plan.sorts_below("LockRows") == [], plan.text
+
+
 #: The SQL type of each claim_jobs parameter, for PREPARE.
 _CLAIM_PARAM_TYPES = {
     "kinds": "text[]",
+    "floor_priorities": "smallint[]",
+    "floor_created_at": "timestamptz[]",
     "horizon": "interval",
     "limit": "bigint",
     "worker_id": "text",

@@ -30,6 +30,7 @@ from venturi.types import (
     AppliedMigration,
     Claim,
     ClaimedJob,
+    ClaimFloor,
     Cursor,
     Finished,
     JobDetail,
@@ -351,13 +352,18 @@ class PostgresBackend:
         worker_id: str,
         lease: timedelta,
         horizon: timedelta = timedelta(0),
+        floors: Mapping[str, ClaimFloor] | None = None,
     ) -> list[ClaimedJob]:
         if not kinds or limit <= 0:
             return []
+        kinds = list(kinds)
+        kind_floors = [(floors or {}).get(kind) for kind in kinds]
         rows = self._run(
             lambda conn: self._queries.claim_jobs.many(
                 conn,
-                kinds=list(kinds),
+                kinds=kinds,
+                floor_priorities=[f.priority if f else None for f in kind_floors],
+                floor_created_at=[f.created_at if f else None for f in kind_floors],
                 limit=limit,
                 worker_id=worker_id,
                 lease=lease,

@@ -1,8 +1,11 @@
 """Loads ``queries.sql`` once and runs its named statements.
 
-Each statement is introduced by ``-- name: <name> :one|:many|:exec``; the
-cardinality is enforced here so a statement cannot silently return more (or
-other) than its caller expects. The prefix is substituted once, at load, from a
+Each statement is introduced by ``-- name: <name> :one|:many|:exec|:copy``,
+optionally followed by ``:replan``; the cardinality is enforced here so a
+statement cannot silently return more (or other) than its caller expects. A
+``:replan`` statement is never prepared: PostgreSQL plans it with its actual
+parameters at every execution, for statements whose generic plan is bad (the
+statement's comment says why). The prefix is substituted once, at load, from a
 validated ``Prefix``; values only ever travel as ``%(name)s`` parameters.
 """
 
@@ -22,7 +25,10 @@ from psycopg.types.json import set_json_loads
 from venturi.postgres.naming import Prefix
 
 Cardinality = Literal["one", "many", "exec", "copy"]
-_HEADER = re.compile(r"^-- name: (?P<name>[a-z_]+) :(?P<card>one|many|exec|copy)\s*$", re.MULTILINE)
+_HEADER = re.compile(
+    r"^-- name: (?P<name>[a-z_]+) :(?P<card>one|many|exec|copy)(?P<replan> :replan)?\s*$",
+    re.MULTILINE,
+)
 
 
 class UndecodableJSON(str):
@@ -51,27 +57,33 @@ class Query:
     name: str
     cardinality: Cardinality
     sql: str
+    replan: bool = False
+
+    @property
+    def _prepare(self) -> bool | None:
+        """psycopg's ``prepare=``: False never prepares, None leaves it to psycopg."""
+        return False if self.replan else None
 
     def one(self, conn: psycopg.Connection[Any], **params: Any) -> dict[str, Any] | None:
         """At most one row (``None`` when there is none)."""
         self._expect("one")
         with conn.cursor(row_factory=dict_row) as cur:
             set_json_loads(_loads, cur)
-            cur.execute(self.sql, params)
+            cur.execute(self.sql, params, prepare=self._prepare)
             return cur.fetchone()
 
     def many(self, conn: psycopg.Connection[Any], **params: Any) -> list[dict[str, Any]]:
         self._expect("many")
         with conn.cursor(row_factory=dict_row) as cur:
             set_json_loads(_loads, cur)
-            cur.execute(self.sql, params)
+            cur.execute(self.sql, params, prepare=self._prepare)
             return cur.fetchall()
 
     def exec(self, conn: psycopg.Connection[Any], **params: Any) -> int:
         """Run for effect; returns the affected row count."""
         self._expect("exec")
         with conn.cursor() as cur:
-            cur.execute(self.sql, params)
+            cur.execute(self.sql, params, prepare=self._prepare)
             return cur.rowcount
 
     def copy(self, cursor: psycopg.Cursor[Any]) -> AbstractContextManager[psycopg.Copy]:
@@ -105,7 +117,9 @@ def parse_queries(text: str) -> dict[str, Query]:
             raise QueryFileError(f"query {name} has no SQL")
         if name in queries:
             raise QueryFileError(f"query {name} is defined twice")
-        queries[name] = Query(name, cast(Cardinality, header["card"]), sql)
+        queries[name] = Query(
+            name, cast(Cardinality, header["card"]), sql, replan=header["replan"] is not None
+        )
     return queries
 
 

@@ -89,16 +89,27 @@ SELECT pg_notify(%(channel)s, '')
 -- written as a closed range and kept in the ORDER BY on purpose: with `kind =`
 -- the planner drops kind from the sort keys, and when its statistics see few
 -- kinds it prefers _jobs_claim_priority with kind as a heap filter, walking other
--- kinds' backlog on every claim (measured 6-17 ms vs 0.4 ms per claim). The CTE bounds the
--- UPDATE to the LIMIT. run_count is the claim's fence (ADR 19).
+-- kinds' backlog on every claim (measured 6-17 ms vs 0.4 ms per claim). A
+-- kind's floor (ADR 0115; NULL: none) is a row comparison in the index
+-- condition, where the scan starts, so it skips the future-visible rows before
+-- it; `kind >= k.kind` stays beside it because without it the generic plan
+-- reads _jobs_visible and sorts. The CTE bounds the UPDATE to the LIMIT.
+-- run_count is the claim's fence (ADR 19).
 WITH picked AS (
     SELECT c.id
-    FROM unnest(%(kinds)s::text[]) AS k(kind)
+    FROM unnest(
+        %(kinds)s::text[], %(floor_priorities)s::smallint[], %(floor_created_at)s::timestamptz[]
+    ) AS k(kind, floor_priority, floor_created_at)
     CROSS JOIN LATERAL (
         SELECT id, priority, created_at
         FROM {{prefix}}_jobs
         WHERE status = 'pending'
           AND kind >= k.kind AND kind <= k.kind
+          AND (kind, priority, created_at) >= (
+              k.kind,
+              coalesce(k.floor_priority, 0::smallint),
+              coalesce(k.floor_created_at, '-infinity'::timestamptz)
+          )
           AND visible_at <= now() + %(horizon)s
         ORDER BY kind, priority, created_at
         LIMIT %(limit)s
@@ -117,10 +128,19 @@ WHERE j.id = picked.id
 RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
           j.created_at, j.claim_expires_at
 
--- name: finish_jobs :many
+-- name: finish_jobs :many :replan
 -- Many outcomes in one statement: each row change is fenced on its claim
 -- (status, claimed_by, run_count; ADR 19) and each change writes its journal
 -- entry in the same statement (ADR 11, 16). Lost claims simply match nothing.
+-- Here, in renew_leases and in release_jobs, the rows are found by
+-- `id = ANY(ids)` (primary-key probes), and `status || ''` keeps the fence out of
+-- the index conditions on purpose: with `status = 'claimed'` the planner,
+-- whenever its statistics saw few claims, drove the join from _jobs_history,
+-- walking every claimed row version (dead ones too, until VACUUM): 2-3.6 s per
+-- 500-outcome finish, measured; without `id = ANY` it read the whole table of
+-- 100k rows. :replan because the generic plan of `id = ANY($1)` is a sequential
+-- scan testing each row against the whole array (5x slower at 40k rows)
+-- (tests/integration/test_fenced_plans_with_stale_statistics.py).
 WITH input AS (
     SELECT *
     FROM unnest(
@@ -139,8 +159,8 @@ WITH input AS (
         claimed_by = NULL,
         claim_expires_at = NULL
     FROM input AS i
-    WHERE j.id = i.id
-      AND j.status = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
+    WHERE j.id = ANY(%(ids)s::text[]) AND j.id = i.id
+      AND j.status || '' = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
     RETURNING j.id, j.kind, j.run_count
 )
 INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
@@ -148,17 +168,17 @@ SELECT f.id, f.kind, f.run_count, now(), i.outcome, i.note, i.attachment::jsonb
 FROM finished AS f JOIN input AS i ON i.id = f.id
 RETURNING job_id
 
--- name: renew_leases :many
+-- name: renew_leases :many :replan
 -- Heartbeat for running handlers, fenced so a lost claim is not revived (ADR 19).
 UPDATE {{prefix}}_jobs AS j
 SET claim_expires_at = now() + %(lease)s
 FROM unnest(%(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[])
     AS c(id, claimed_by, run_count)
-WHERE j.id = c.id
-  AND j.status = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
+WHERE j.id = ANY(%(ids)s::text[]) AND j.id = c.id
+  AND j.status || '' = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
 RETURNING j.id
 
--- name: release_jobs :many
+-- name: release_jobs :many :replan
 -- Graceful shutdown (ADR 21): back to pending, no failure counted, visible_at
 -- untouched so the job keeps its place; fenced so a claim already lost is skipped.
 WITH released AS (
@@ -166,8 +186,8 @@ WITH released AS (
     SET status = 'pending', claimed_by = NULL, claim_expires_at = NULL
     FROM unnest(%(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[])
         AS c(id, claimed_by, run_count)
-    WHERE j.id = c.id
-      AND j.status = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
+    WHERE j.id = ANY(%(ids)s::text[]) AND j.id = c.id
+      AND j.status || '' = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
     RETURNING j.id, j.kind, j.run_count
 )
 INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
