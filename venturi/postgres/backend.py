@@ -648,17 +648,30 @@ class _Pool:
 def _is_live(conn: Connection) -> bool:
     if conn.closed or conn.broken:
         return False
-    try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    except (OSError, ValueError):
-        return False
-    if not readable:
+    if not _has_input(conn.fileno()):
         return True
     try:
         ConnectionPool.check_connection(conn)
     except psycopg.Error:
         return False
     return True
+
+
+def _has_input(fd: int) -> bool:
+    """Unread input or a hang-up on ``fd``, without blocking; True when unsure.
+
+    ``poll`` where there is one: ``select`` refuses descriptors above 1023,
+    which a busy web server's connections can have.
+    """
+    try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([fd], [], [], 0)
+        return bool(readable)
+    except (OSError, ValueError):
+        return True
 
 
 def _use_generic_plans(conn: Connection) -> None:
