@@ -687,7 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="most claimed jobs held for busy handlers, only while jobs are short "
-        "(default: 512; 0: claim only for free handlers)",
+        "(default: 256; 0: claim only for free handlers)",
     )
 
     command(commands, "beat", "run the periodic scheduler (one active per prefix)", _cmd_beat)

@@ -129,7 +129,7 @@ class Worker:
         retention: when set, delete terminal jobs finished longer ago than
             this, once a minute, one worker of the prefix at a time (pruner.py).
         prefetch: the most claimed jobs held waiting for a free handler
-            (default 512; 0 claims only for free handlers). Only as many are
+            (default 256; 0 claims only for free handlers). Only as many are
             held as the handlers should start within 0.1 s at their recent
             pace, so long jobs are never held ahead (prefetch.py).
 
