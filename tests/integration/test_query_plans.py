@@ -387,6 +387,20 @@ def _claim_scans(planner: Planner, plan: Plan) -> list[Node]:
     )
 
 
+def _assert_per_kind_claim_probes(planner: Planner, plan: Plan, *conditions: str) -> None:
+    """Ordered _jobs_claim probes; kind, visible_at and ``conditions`` in their index conditions."""
+    claim_scans = plan.index_scans(planner.index("_jobs_claim"))
+    assert claim_scans, plan.text
+    for text in ("kind", "visible_at", *conditions):
+        assert all(text in n.get("Index Cond") for n in claim_scans), (text, plan.text)
+    assert plan.index_scans(planner.index("_jobs_claim_priority")) == [], plan.text
+    assert plan.sorts_below("LockRows") == [], plan.text
+
+
+#: A claim for every kind, and for one kind of many.
+SERVED = [pytest.param(EVERY_KIND, id="every-kind"), pytest.param(("crm.sync",), id="one-kind")]
+
+
 @pytest.mark.parametrize("limit", [1, 8])
 def test_claim_for_every_kind_locks_rows_in_claim_index_order(planner: Planner, limit: int) -> None:
     plan = planner.explain("claim_jobs", **_claim_params(EVERY_KIND, limit))
@@ -412,31 +426,17 @@ def test_claim_for_some_kinds_reads_only_those_kinds_from_the_per_kind_claim_ind
 ) -> None:
     """The scan is confined to the served kinds: other kinds' backlogs are never walked."""
     plan = planner.explain("claim_jobs", **_claim_params(served, limit))
-    claim_scans = plan.index_scans(planner.index("_jobs_claim"))
-    assert claim_scans, plan.text
-    assert all("kind" in n.get("Index Cond") for n in claim_scans), plan.text
-    assert all("visible_at" in n.get("Index Cond") for n in claim_scans), plan.text
-    assert plan.index_scans(planner.index("_jobs_claim_priority")) == [], plan.text
-    assert plan.sorts_below("LockRows") == [], plan.text
+    _assert_per_kind_claim_probes(planner, plan)
 
 
-@pytest.mark.parametrize(
-    "served",
-    [pytest.param(EVERY_KIND, id="every-kind"), pytest.param(("crm.sync",), id="one-kind")],
-)
+@pytest.mark.parametrize("served", SERVED)
 def test_claim_with_floors_starts_each_probe_at_its_floor(
     planner: Planner, served: tuple[str, ...]
 ) -> None:
     """A floor (ADR 0115) is where the index scan starts, not a filter on what it reads."""
     floor = (1, datetime.now(UTC) - timedelta(minutes=10))
     plan = planner.explain("claim_jobs", **_claim_params(served, 8, floor=floor))
-    claim_scans = plan.index_scans(planner.index("_jobs_claim"))
-    assert claim_scans, plan.text
-    assert all("ROW(kind, priority, created_at) >=" in n.get("Index Cond") for n in claim_scans), (
-        plan.text
-    )
-    assert plan.index_scans(planner.index("_jobs_claim_priority")) == [], plan.text
-    assert plan.sorts_below("LockRows") == [], plan.text
+    _assert_per_kind_claim_probes(planner, plan, "ROW(kind, priority, created_at) >=")
 
 
 #: The SQL type of each claim_jobs parameter, for PREPARE.
@@ -451,13 +451,7 @@ _CLAIM_PARAM_TYPES = {
 }
 
 
-@pytest.mark.parametrize(
-    "served",
-    [
-        pytest.param(EVERY_KIND, id="every-kind"),
-        pytest.param(("crm.sync",), id="one-kind-of-many"),
-    ],
-)
+@pytest.mark.parametrize("served", SERVED)
 def test_the_claim_pools_generic_plan_probes_the_per_kind_claim_index(
     planner: Planner, served: tuple[str, ...]
 ) -> None:
@@ -486,12 +480,7 @@ def test_the_claim_pools_generic_plan_probes_the_per_kind_claim_index(
         conn.execute("RESET plan_cache_mode")
     assert row is not None
     plan = Plan.parse(row["QUERY PLAN"])
-    claim_scans = plan.index_scans(planner.index("_jobs_claim"))
-    assert claim_scans, plan.text
-    assert all("kind" in n.get("Index Cond") for n in claim_scans), plan.text
-    assert all("visible_at" in n.get("Index Cond") for n in claim_scans), plan.text
-    assert plan.index_scans(planner.index("_jobs_claim_priority")) == [], plan.text
-    assert plan.sorts_below("LockRows") == [], plan.text
+    _assert_per_kind_claim_probes(planner, plan)
     assert plan.seq_scans(planner.jobs) == [], plan.text
 
 
@@ -581,10 +570,7 @@ def test_batched_finish_finds_its_rows_by_primary_key(planner: Planner) -> None:
     assert plan.seq_scans(planner.jobs) == [], plan.text
 
 
-@pytest.mark.parametrize(
-    "served",
-    [pytest.param(EVERY_KIND, id="every-kind"), pytest.param(("crm.sync",), id="one-kind")],
-)
+@pytest.mark.parametrize("served", SERVED)
 def test_wait_timeout_probes_the_visible_index_once_per_kind(
     planner: Planner, served: tuple[str, ...]
 ) -> None:
