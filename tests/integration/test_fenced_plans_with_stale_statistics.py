@@ -20,10 +20,8 @@ from typing import Any
 
 import pytest
 
-from venturi.postgres.backend import _outcomes_json
 from venturi.postgres.naming import Prefix
 from venturi.postgres.queries import Queries
-from venturi.types import Claim, Finished, Outcome, OutcomeKind
 
 CLAIMS = 500
 ROWS = 100_000
@@ -74,9 +72,15 @@ def test_fenced_changes_probe_the_primary_key_not_the_claimed_entries(
 ) -> None:
     params: dict[str, Any] = {**claims, "lease": timedelta(minutes=1), "note": "shutdown"}
     if name == "finish_jobs":
-        done = Outcome(OutcomeKind.COMPLETED)
-        results = [Finished(Claim(job_id, "h:1", 1), done) for job_id in claims["ids"]]
-        params = {"ids": claims["ids"], "outcomes": _outcomes_json(results)}
+        params.update(
+            outcomes=["completed"] * CLAIMS,
+            notes=[None] * CLAIMS,
+            failures=[False] * CLAIMS,
+            delays=[timedelta(0)] * CLAIMS,
+            etas=[None] * CLAIMS,
+            carries=[None] * CLAIMS,
+            attachments=[None] * CLAIMS,
+        )
     query = getattr(Queries(Prefix.parse(prefix)), name)
     assert query.replan, f"{name} must be :replan: its generic plan scans the table"
 

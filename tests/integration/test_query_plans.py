@@ -31,10 +31,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from venturi.postgres.backend import _outcomes_json
 from venturi.postgres.naming import Prefix
 from venturi.postgres.queries import Queries
-from venturi.types import Claim, Finished, Outcome, OutcomeKind
 
 JOBS = 100_000
 #: ANALYZE samples 300 x target rows: 500 covers every job and journal row.
@@ -556,20 +554,18 @@ def test_fenced_claim_changes_find_their_rows_by_primary_key(planner: Planner, n
 
 def test_batched_finish_finds_its_rows_by_primary_key(planner: Planner) -> None:
     claims = planner.samples["claims"]
-    done = Outcome(OutcomeKind.COMPLETED)
-    failed = Outcome(
-        OutcomeKind.RETRIED,
-        note="TimeoutError: upstream took too long",
-        is_failure=True,
-        delay=timedelta(seconds=30),
+    count = len(claims["ids"])
+    plan = planner.explain(
+        "finish_jobs",
+        **claims,
+        outcomes=["completed", "retried"] * (count // 2),
+        notes=[None, "TimeoutError: upstream took too long"] * (count // 2),
+        failures=[False, True] * (count // 2),
+        delays=[timedelta(0), timedelta(seconds=30)] * (count // 2),
+        etas=[None] * count,
+        carries=[None] * count,
+        attachments=[None] * count,
     )
-    results = [
-        Finished(Claim(job_id, claimed_by, run_count), done if n % 2 else failed)
-        for n, (job_id, claimed_by, run_count) in enumerate(
-            zip(claims["ids"], claims["claimed_by"], claims["run_counts"], strict=True)
-        )
-    ]
-    plan = planner.explain("finish_jobs", ids=claims["ids"], outcomes=_outcomes_json(results))
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
     assert plan.seq_scans(planner.jobs) == [], plan.text
 

@@ -132,9 +132,6 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- Many outcomes in one statement: each row change is fenced on its claim
 -- (status, claimed_by, run_count; ADR 19) and each change writes its journal
 -- entry in the same statement (ADR 11, 16). Lost claims simply match nothing.
--- The outcomes come as one JSON array (the adapter's _outcomes_json); carry and
--- attachment are JSON text inside it, so that a carry of JSON null stays a
--- value (jsonb_to_recordset would read a nested null as SQL NULL: no change).
 -- Here, in renew_leases and in release_jobs, the rows are found by
 -- `id = ANY(ids)` (primary-key probes), and `status || ''` keeps the fence out of
 -- the index conditions on purpose: with `status = 'claimed'` the planner,
@@ -146,16 +143,17 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- (tests/integration/test_fenced_plans_with_stale_statistics.py).
 WITH input AS (
     SELECT *
-    FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS i(
-        id text, claimed_by text, run_count int, outcome text, note text, is_failure bool,
-        delay_us bigint, eta timestamptz, carry text, attachment text
-    )
+    FROM unnest(
+        %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
+        %(notes)s::text[], %(failures)s::bool[], %(delays)s::interval[], %(etas)s::timestamptz[],
+        %(carries)s::text[], %(attachments)s::text[]
+    ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment)
 ), finished AS (
     UPDATE {{prefix}}_jobs AS j
     SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome ELSE 'pending' END,
         finished_at = CASE WHEN i.outcome IN ('completed', 'dead') THEN now() END,
         visible_at = CASE WHEN i.outcome IN ('completed', 'dead') THEN j.visible_at
-                          ELSE coalesce(i.eta, now() + i.delay_us * interval '1 microsecond') END,
+                          ELSE coalesce(i.eta, now() + i.delay) END,
         failure_count = j.failure_count + i.is_failure::int,
         carry = coalesce(i.carry::jsonb, j.carry),
         claimed_by = NULL,
