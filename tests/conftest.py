@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 
 import venturi
 from venturi.postgres.embedded import embedded_database_url
+from venturi.worker import Worker
 
 LOCAL_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -106,3 +107,25 @@ def db(database_url: str, prefix: str) -> Iterator[Database]:
     """Autocommit connection with ``{{prefix}}`` substituted in the SQL it runs."""
     with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
         yield Database(conn, prefix)
+
+
+@pytest.fixture
+def start_worker(app: venturi.App) -> Iterator[Callable[..., Worker]]:
+    """Starts Workers (on ``app`` unless another App is passed); each is stopped after the test.
+
+    Defaults suited to tests: 4 handlers, a 1 s poll and 1 s recovery sweeps.
+    """
+    started: list[Worker] = []
+
+    def start(target: venturi.App | None = None, **options: Any) -> Worker:
+        options.setdefault("concurrency", 4)
+        options.setdefault("poll_interval", 1.0)
+        options.setdefault("recovery_interval", 1.0)
+        worker = Worker(target or app, **options)
+        worker.start()
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop(grace=5)

@@ -9,12 +9,11 @@ fits the code) are inserted by hand.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from support import wait_until
 from ulid import ULID
 
@@ -27,24 +26,6 @@ from venturi.worker import Worker
 class Progress:
     pages: int
     last: str | None = None
-
-
-@pytest.fixture
-def start_worker(app: venturi.App) -> Iterator[Callable[..., Worker]]:
-    started: list[Worker] = []
-
-    def start(**options: Any) -> Worker:
-        options.setdefault("concurrency", 4)
-        options.setdefault("poll_interval", 1.0)
-        options.setdefault("recovery_interval", 1.0)
-        worker = Worker(app, **options)
-        worker.start()
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop(grace=5)
 
 
 def row(db: Any, job_id: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -27,24 +27,6 @@ import venturi
 from venturi.errors import ConfigurationError
 from venturi.types import Priority
 from venturi.worker import Worker
-
-
-@pytest.fixture
-def start_worker(app: venturi.App) -> Iterator[Callable[..., Worker]]:
-    started: list[Worker] = []
-
-    def start(target: venturi.App | None = None, **options: Any) -> Worker:
-        options.setdefault("concurrency", 4)
-        options.setdefault("poll_interval", 1.0)
-        options.setdefault("recovery_interval", 1.0)
-        worker = Worker(target or app, **options)
-        worker.start()
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop(grace=5)
 
 
 def row(db: Any, job_id: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ pending), and no other row is affected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,21 +50,6 @@ def tasks(app: venturi.App) -> dict[str, Any]:
         return done + step
 
     return {"add": add, "when": when, "resume": resume}
-
-
-@pytest.fixture
-def start_worker(app: venturi.App) -> Iterator[Callable[[], Worker]]:
-    started: list[Worker] = []
-
-    def start() -> Worker:
-        worker = Worker(app, concurrency=4, poll_interval=0.5, recovery_interval=1.0)
-        worker.start()
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop(grace=5)
 
 
 def insert_pending(db: Any, kind: str, payload: str, carry: str = "null") -> str:
@@ -151,7 +136,7 @@ def test_a_poison_row_ends_dead_with_a_note_that_says_why_and_every_other_job_co
     poison = insert_pending(db, kind, payload, carry)
     healthy = enqueue_healthy(tasks)
 
-    start_worker()
+    start_worker(poll_interval=0.5)
     wait_until(lambda: row(db, poison)["status"] == "dead")
     later = tasks["add"].delay(40, 2).id  # enqueued after the poison was met
     wait_until(lambda: all(row(db, i)["status"] == "completed" for i in [*healthy, later]))
@@ -172,7 +157,7 @@ def test_a_row_of_a_kind_no_task_declares_is_left_pending_and_untouched(
     before = row(db, stranger)
     healthy = enqueue_healthy(tasks)
 
-    start_worker()
+    start_worker(poll_interval=0.5)
     wait_until(lambda: all(row(db, i)["status"] == "completed" for i in healthy))
     later = tasks["add"].delay(40, 2).id
     wait_until(lambda: row(db, later)["status"] == "completed")
