@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
+from support import Database
 
 import venturi
 from venturi.postgres.embedded import embedded_database_url
@@ -67,39 +68,6 @@ def app(database_url: str, prefix: str) -> Iterator[venturi.App]:
     instance = venturi.App(database_url, prefix=prefix)
     yield instance
     instance.close()
-
-
-class Database:
-    """Plain SQL for assertions: tests check the rows, not only return values."""
-
-    def __init__(self, conn: psycopg.Connection[dict[str, Any]], prefix: str) -> None:
-        self.conn = conn
-        self.prefix = prefix
-
-    def _sql(self, sql: str) -> str:
-        return sql.replace("{{prefix}}", self.prefix)
-
-    def all(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
-        return self.conn.execute(self._sql(sql), params).fetchall()
-
-    def one(self, sql: str, params: Any = None) -> dict[str, Any]:
-        row = self.conn.execute(self._sql(sql), params).fetchone()
-        assert row is not None, sql
-        return row
-
-    def scalar(self, sql: str, params: Any = None) -> Any:
-        return next(iter(self.one(sql, params).values()))
-
-    def execute(self, sql: str, params: Any = None) -> None:
-        self.conn.execute(self._sql(sql), params)
-
-    def jobs(self) -> list[dict[str, Any]]:
-        return self.all("SELECT * FROM {{prefix}}_jobs ORDER BY created_at, id")
-
-    def journal(self, job_id: str | None = None) -> list[dict[str, Any]]:
-        if job_id is None:
-            return self.all("SELECT * FROM {{prefix}}_journal ORDER BY id")
-        return self.all("SELECT * FROM {{prefix}}_journal WHERE job_id = %s ORDER BY id", (job_id,))
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
+
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, every: float = 0.02) -> Any:
     """Poll ``predicate`` until it is truthy; a bound against hanging, not a timing assert."""
@@ -96,3 +98,36 @@ class TcpProxy:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+
+
+class Database:
+    """Plain SQL for assertions: tests check the rows, not only return values."""
+
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]], prefix: str) -> None:
+        self.conn = conn
+        self.prefix = prefix
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("{{prefix}}", self.prefix)
+
+    def all(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        return self.conn.execute(self._sql(sql), params).fetchall()
+
+    def one(self, sql: str, params: Any = None) -> dict[str, Any]:
+        row = self.conn.execute(self._sql(sql), params).fetchone()
+        assert row is not None, sql
+        return row
+
+    def scalar(self, sql: str, params: Any = None) -> Any:
+        return next(iter(self.one(sql, params).values()))
+
+    def execute(self, sql: str, params: Any = None) -> None:
+        self.conn.execute(self._sql(sql), params)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM {{prefix}}_jobs ORDER BY created_at, id")
+
+    def journal(self, job_id: str | None = None) -> list[dict[str, Any]]:
+        if job_id is None:
+            return self.all("SELECT * FROM {{prefix}}_journal ORDER BY id")
+        return self.all("SELECT * FROM {{prefix}}_journal WHERE job_id = %s ORDER BY id", (job_id,))

@@ -7,7 +7,8 @@
 - ``.delay()`` through a TCP proxy that the test stops: a typed
   ``BackendUnavailable`` within a bound (never a hang), nothing written, and
   enqueueing works again once the proxy is back.
-- A full server restart is not run here (see its skip reason).
+- The server restarts (on a private cluster, never the shared one) while
+  workers drain a backlog: they reconnect and finish every job exactly once.
 """
 
 from __future__ import annotations
@@ -16,19 +17,24 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import chaos_app
+import psycopg
 import pytest
 from fault_tools import (
+    InvariantChecker,
     WorkerFleet,
     table_checksums,
     unaccounted_runs,
     wait_for_sessions_to_end,
 )
+from private_server import PrivateServer
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from support import TcpProxy, wait_until
+from psycopg.rows import dict_row
+from support import Database, TcpProxy, wait_until
 
 import venturi
 from venturi.errors import BackendUnavailable
@@ -37,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 WORKERS = 2
 TERMINATE_EVERY = 0.5
+#: Full restarts of the private server during one drain.
+RESTARTS = 3
 #: Hang guards, not speed assertions.
 DRAIN_TIMEOUT = 90.0
 RECOVERY_TIMEOUT = 30.0
@@ -145,17 +153,75 @@ def test_delay_after_the_server_ended_every_pooled_session_succeeds_on_a_fresh_c
     }
 
 
-@pytest.mark.skip(
-    reason=(
-        "a full server restart cannot be done safely here: the PostgreSQL server on "
-        "127.0.0.1:5432 is shared with other sessions and test runs, and restarting it "
-        "would break them. The restart's effect on venturi (every connection broken at "
-        "once, new ones refused for a while) is covered by terminating every session "
-        "(test above) and by the stopped proxy (test below)"
-    )
-)
-def test_workers_survive_a_full_server_restart() -> None:
-    """Deliberately not run on a shared server (see the skip reason)."""
+@pytest.fixture
+def private_server() -> Iterator[PrivateServer]:
+    """A cluster of this test's own: the shared server is never restarted."""
+    server = PrivateServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+def count_on(url: str, prefix: str, where: str) -> int:
+    """``count`` on a fresh connection: one made before a restart would be broken."""
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        return count(Database(conn, prefix), where)
+
+
+def completed_beyond(url: str, prefix: str, known: int) -> int:
+    """The completed count once it exceeds ``known``, else 0 (a ``wait_until`` predicate)."""
+    completed = count_on(url, prefix, "status = 'completed'")
+    return completed if completed > known else 0
+
+
+@pytest.mark.slow
+def test_workers_survive_full_server_restarts_and_complete_every_job_once(
+    private_server: PrivateServer, tmp_path: Path
+) -> None:
+    url = private_server.url
+    prefix = "restart"
+    jobs = 1500
+    queue, work, _ = chaos_app.build_app(url, prefix)
+    try:
+        queue.migrate()
+        work.delay_many([{"n": n} for n in range(jobs)])
+    finally:
+        queue.close()
+    fleet = WorkerFleet(url, prefix, tmp_path, application_name="venturi-restart")
+    try:
+        fleet.start(WORKERS)
+        fleet.wait_started()
+        restarts = 0
+        completed = 0
+        while restarts < RESTARTS and count_on(url, prefix, "run_count = 0") > 0:
+            # Workers made progress since the last restart, so they had reconnected.
+            completed = wait_until(partial(completed_beyond, url, prefix, completed), timeout=30)
+            # Every session ends at once, and connections are refused until the server is up.
+            private_server.restart()
+            restarts += 1
+        try:
+            wait_until(
+                lambda: count_on(url, prefix, "status = 'completed'") == jobs,
+                timeout=DRAIN_TIMEOUT,
+            )
+        except AssertionError:
+            raise AssertionError(fleet.logs()) from None
+        assert fleet.all_running(), fleet.logs()
+        for process in fleet.slots:
+            log = fleet.log(process)
+            assert "database unreachable" in log, log
+            assert "database reachable again" in log, log
+        assert fleet.stop() == [0] * WORKERS, fleet.logs()
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+            db = Database(conn, prefix)
+            wait_for_sessions_to_end(db, fleet.application_name)
+            assert restarts >= 2, "the backlog drained before the second restart"
+            assert unaccounted_runs(db) == []
+        InvariantChecker(url, [prefix]).check()
+    finally:
+        fleet.kill_all()
 
 
 def raised_within(call: Callable[[], object], bound: float) -> BaseException | None:
