@@ -78,9 +78,9 @@ from venturi.errors import (
     InvalidState,
     JobNotFound,
 )
+from venturi.runtime.service import ServiceThread
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
 from venturi.serialization import decode_json
-from venturi.service import ServiceThread
 from venturi.types import JobRef, JobRow, NewJob
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from venturi.executor import execute, record
+from venturi.runtime.executor import execute, record
 from venturi.serialization import decode_json
 from venturi.types import Claim, ClaimedJob, Outcome, Priority
 from venturi.worker import served_kinds, worker_id

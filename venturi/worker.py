@@ -56,14 +56,14 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.errors import BackendUnavailable, ConfigurationError
-from venturi.executor import Execution, execute, record
-from venturi.floors import ClaimFloors
-from venturi.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
-from venturi.prefetch import DEFAULT_PREFETCH, Prefetch
-from venturi.pruner import Pruner
-from venturi.service import Backoff, ServiceThread
+from venturi.runtime.executor import Execution, execute, record
+from venturi.runtime.floors import ClaimFloors
+from venturi.runtime.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
+from venturi.runtime.prefetch import DEFAULT_PREFETCH, Prefetch
+from venturi.runtime.pruner import Pruner
+from venturi.runtime.service import Backoff, ServiceThread
+from venturi.runtime.waiting import Waiter
 from venturi.types import ClaimedJob, OutcomeKind
-from venturi.waiting import Waiter
 
 if TYPE_CHECKING:
     from venturi.app import App

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Collection
 
 from venturi.backend import Backend, Listener
-from venturi.service import ServiceThread
+from venturi.runtime.service import ServiceThread
 
 logger = logging.getLogger(__name__)
 
