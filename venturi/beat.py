@@ -62,13 +62,11 @@ question.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from venturi.backend import Backend, Leadership
 from venturi.errors import (
@@ -78,7 +76,7 @@ from venturi.errors import (
     InvalidState,
     JobNotFound,
 )
-from venturi.runtime.service import ServiceThread
+from venturi.runtime.service import ServiceThread, run_until_signalled
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
 from venturi.serialization import decode_json
 from venturi.types import JobRef, JobRow, NewJob
@@ -90,8 +88,6 @@ logger = logging.getLogger(__name__)
 
 #: The leadership role, one holder per prefix.
 ROLE = "beat"
-#: How long ``run()`` waits at most before it looks at the signal flag.
-_SIGNAL_SLICE = 0.25
 
 
 class Beat:
@@ -113,7 +109,7 @@ class Beat:
 
         venturi.Beat(app).run()                   # blocks; SIGINT/SIGTERM stop it
         beat = venturi.Beat(app); beat.start()    # a thread inside another process
-        beat.stop(timeout=5)
+        beat.stop(grace=5)
         refs = venturi.Beat(app).run_once()       # one iteration, in tests
     """
 
@@ -133,9 +129,8 @@ class Beat:
         self._lock = threading.Lock()
         self._leadership: Leadership | None = None
         self._service: ServiceThread | None = None
-        self._loop_ended = threading.Event()
-        self._loop_ended.set()
-        self._signalled = False
+        self._stopped = threading.Event()
+        self._stopped.set()
         #: Rows this Beat cancelled as ``schedule changed``: their tick is not "taken".
         self._superseded: set[str] = set()
 
@@ -295,82 +290,51 @@ class Beat:
 
     def start(self) -> None:
         """Start the loop on a named daemon thread and return; a no-op while running."""
-        service = self._begin()
-        if service is None:
-            return
-        thread = threading.Thread(
-            target=self._loop, args=(service,), name=service.name, daemon=True
-        )
-        thread.start()
+        with self._lock:
+            if self._service is not None:
+                return
+            service = ServiceThread(f"venturi-beat-{id(self):x}", self.step, on_exit=self._ended)
+            self._service = service
+            self._stopped.clear()
+        logger.info("beat started for prefix %s", self.app.prefix)
+        service.start()
 
     def run(self) -> None:
-        """Run the loop in this thread until ``stop()``, SIGINT or SIGTERM.
+        """Run the loop until ``stop()``, SIGINT or SIGTERM.
 
         Signal handlers are installed only here, only from the main thread, and
         restored on return; the leadership is released on the way out so that
         a standby takes over at once. The App is left open.
         """
-        service = self._begin()
-        if service is None:
-            raise ConfigurationError("this Beat is already running")
-        previous = self._install_signal_handlers()
-        try:
-            self._loop(service)
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        with self._lock:
+            if self._service is not None:
+                raise ConfigurationError("this Beat is already running")
+        run_until_signalled(
+            start=self.start,
+            stop=lambda hurry: self.stop(),
+            stopped=self._stopped,
+            name=f"beat of prefix {self.app.prefix}",
+        )
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, grace: float = 10.0) -> None:
         """Stop the loop and release the leadership; idempotent, safe before ``start()``.
 
-        Waits up to ``timeout`` seconds for the current iteration to end.
+        Waits up to ``grace`` seconds for the current iteration to end.
         """
         with self._lock:
             service = self._service
         if service is not None:
             service.request_stop()
-            if not self._loop_ended.wait(timeout):
-                logger.warning("beat loop did not stop within %.1fs", timeout)
+            service.join(time.monotonic() + grace)
         self._release()
 
-    def _begin(self) -> ServiceThread | None:
+    def _ended(self) -> None:
+        """The loop thread's last act: hand the leadership over, allow a new start."""
+        self._release()
         with self._lock:
-            if self._service is not None:
-                return None
-            self._service = ServiceThread(f"venturi-beat-{id(self):x}", self.step)
-            self._loop_ended.clear()
-            self._signalled = False
-            return self._service
-
-    def _loop(self, service: ServiceThread) -> None:
-        logger.info("beat started for prefix %s", self.app.prefix)
-        try:
-            while not self._is_stopping(service):
-                delay = service.guarded_step()
-                deadline = time.monotonic() + delay
-                while not self._is_stopping(service) and (left := deadline - time.monotonic()) > 0:
-                    service.stopping.wait(min(left, _SIGNAL_SLICE))
-        finally:
-            self._release()
-            with self._lock:
-                self._service = None
-            self._loop_ended.set()
-            logger.info("beat stopped for prefix %s", self.app.prefix)
-
-    def _is_stopping(self, service: ServiceThread) -> bool:
-        return service.stopping.is_set() or self._signalled
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        return {
-            signum: signal.signal(signum, self._on_signal)
-            for signum in (signal.SIGINT, signal.SIGTERM)
-        }
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        # No locks here (the interrupted thread may hold them): the loop polls the flag.
-        self._signalled = True
+            self._service = None
+        self._stopped.set()
+        logger.info("beat stopped for prefix %s", self.app.prefix)
 
 
 def _is_stale(row: JobRow, expected: NewJob, now: datetime) -> bool:
