@@ -11,10 +11,15 @@ other prefix the test registered with ``invariants.watch(prefix)``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from fault_tools import WorkerFleet, wait_for_sessions_to_end
 from psycopg.rows import dict_row
+
+import venturi
 
 #: Invariant -> the query returning the rows that break it.
 INVARIANTS = {
@@ -78,3 +83,19 @@ def invariants(database_url: str, prefix: str) -> Iterator[InvariantChecker]:
     checker = InvariantChecker(database_url, [prefix])
     yield checker
     checker.check()
+
+
+@pytest.fixture
+def fleet(
+    app: venturi.App, db: Any, database_url: str, prefix: str, tmp_path: Path
+) -> Iterator[WorkerFleet]:
+    """``venturi worker`` processes on the test's prefix; all killed, their sessions gone, after.
+
+    Their ``PGAPPNAME`` names the prefix, so a test finds (and terminates) their sessions only.
+    """
+    started = WorkerFleet(
+        database_url, prefix, tmp_path, application_name=f"venturi-fleet-{prefix}"
+    )
+    yield started
+    started.kill_all()
+    wait_for_sessions_to_end(db, started.application_name)

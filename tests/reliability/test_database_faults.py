@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import chaos_app
@@ -43,18 +42,6 @@ RECOVERY_TIMEOUT = 30.0
 #: The adapter waits at most its 5 s connect timeout for a connection (plus one
 #: direct attempt to say why): a call during an outage must end well within this.
 OUTAGE_CALL_BOUND = 15.0
-
-
-@pytest.fixture
-def fleet(
-    app: venturi.App, db: Any, database_url: str, prefix: str, tmp_path: Path
-) -> Iterator[WorkerFleet]:
-    started = WorkerFleet(
-        database_url, prefix, tmp_path, application_name=f"venturi-dbfault-{prefix}"
-    )
-    yield started
-    started.kill_all()
-    wait_for_sessions_to_end(db, started.application_name)
 
 
 def count(db: Any, where: str) -> int:

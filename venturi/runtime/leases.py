@@ -123,7 +123,7 @@ class LeaseKeeper:
             limit=RECOVERY_BATCH,
         )
         if count:
-            logger.debug("recovered %d job(s) whose lease had expired", count)
+            logger.warning("recovered %d job(s) whose lease had expired", count)
             if self._on_recovered is not None:
                 self._on_recovered()
         return count
