@@ -1,62 +1,24 @@
 """Beat: the one active scheduler of a prefix, enqueuing each cron tick once, ahead of time.
 
-Rows. Each schedule's rows carry the dedup key ``beat:<name>`` (the prefix
-``beat:`` is reserved). A tick is enqueued *before* it is due, as a row whose
-``visible_at`` is the tick (ADR 12, 20): workers already sleep until the
-soonest ``visible_at``, so the job starts on time without Beat waking up at
-the right instant, and a Beat that dies just before a tick loses nothing.
-
-One iteration (``run_once``), per schedule:
+The design and its reasons (rows enqueued ahead of their tick, one
+``beat:<name>`` dedup key per schedule, why that is at most once, the
+leadership) are in ADR 0108. One iteration (``run_once``), per schedule:
 
 1. A pending row of the schedule that will hold the next tick, a due row still
-   waiting for a worker, or a row being retried or paused: nothing to do.
-   A schedule has at most one pending row, so when workers fall behind or a
-   run keeps failing, the ticks it covers are coalesced into that one row
-   instead of piling up.
+   waiting for a worker, or a row being retried or paused: nothing to do (the
+   ticks it covers coalesce into that one row).
 2. A not-yet-due row that no longer matches the code (expression, time zone,
    arguments or task kind changed) is cancelled with the note
    ``schedule changed`` and replaced.
 3. Otherwise the next tick after ``now`` is enqueued, unless a row for exactly
    that tick already exists in any status (claimed or finished, or cancelled
    by an operator: cancelling a beat row skips that one tick).
-4. Missed ticks, the ones that passed while no Beat ran: skipped by default
-   (the schedule resumes at its next tick); with ``catch_up=True`` the most
-   recent missed tick runs once, now, when the schedule's latest row is older
-   than it. A schedule with no row at all (new, or its history cleaned up)
-   has nothing to catch up: at most once beats at least once.
+4. Missed ticks are skipped by default; with ``catch_up=True`` the most recent
+   missed tick runs once, now, when the schedule's latest row is older than it.
 
-Pending rows of a schedule this App does not declare (removed from the code)
-are cancelled with the note ``schedule removed`` when not yet due; due rows
-and runs in progress are left to finish. So every Beat sharing a prefix must
-run the same code; during a rolling deploy only the leader's view counts.
-
-A row cancelled as ``schedule changed`` does not count as "its tick was
-taken" (step 3) for the Beat that cancelled it. A Beat that takes over later
-does not know that, so if the old row's time is also a tick of the new
-expression, that one tick is skipped; the ticks after it are not affected.
-
-At most once. A tick's row can only be claimed at or after the tick, and the
-pending rows are read *before* ``now`` (the database clock): if the row was
-claimed before that read, ``now`` is already past the tick, so "the next
-tick after ``now``" is a later one; step 3's check also catches it. Two Beats
-that both believe they lead (only during a takeover, for at most one
-iteration) enqueue through ADR 10's dedup lock with a resolver that always
-keeps the existing pending row, so they still leave one row.
-
-Leadership. ``Backend.try_lead("beat")`` (a session advisory lock on its own
-connection) elects one Beat per prefix. Standbys retry every
-``standby_interval`` and take over within about that long after the leader
-stops or its connection dies; the leader checks ``is_held()`` (a round trip)
-before each iteration and stands by when it is lost, waiting one
-``standby_interval`` before it competes again.
-
-Why this shape rather than a tick-derived dedup key (``beat:<name>:<tick>``):
-ADR 10 only merges with *pending* siblings, so a per-tick key needs a
-"has this tick ever been enqueued" lookup for every tick, and a retried run of
-an old tick would sit beside new ticks; one key per schedule keeps the
-bookkeeping to one indexed read of pending rows per iteration, gives the
-coalescing above, and lets ``latest_with_dedup_key`` answer the catch-up
-question.
+Pending rows of a schedule this App does not declare are cancelled with the
+note ``schedule removed`` when not yet due; due rows and runs in progress are
+left to finish.
 """
 
 from __future__ import annotations
@@ -166,7 +128,7 @@ class Beat:
         schedules = self.schedules()
         if not schedules:
             return []
-        # Read the pending rows before the clock (see "At most once" above).
+        # Read the pending rows before the clock ("At most once", ADR 0108).
         rows = self.backend.pending_with_dedup_prefix(DEDUP_PREFIX)
         if now is None:
             now = self.backend.now()

@@ -83,7 +83,7 @@ class Worker:
         prefetch: the most claimed jobs held waiting for a free handler
             (default 256; 0 claims only for free handlers). Only as many are
             held as the handlers should start within 0.1 s at their recent
-            pace, so long jobs are never held ahead (prefetch.py).
+            pace, so long jobs are never held ahead (ADR 0114).
 
     Raises ``ConfigurationError`` for an unknown kind or an impossible setting.
 
