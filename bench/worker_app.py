@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import closing
 from typing import Any
 
 from workload import NOOP_KIND, STAMP_KIND
@@ -41,7 +42,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
     app, _, _ = build_app(args.database_url, args.prefix)
-    Worker(app, concurrency=args.concurrency, grace=5.0).run()
+    with closing(app):
+        Worker(app, concurrency=args.concurrency, grace=5.0).run()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import logging
 from zoneinfo import ZoneInfo
 
 import venturi
-from venturi.beat import Beat
 
 app = venturi.App()
 
@@ -49,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
 
     app.migrate()
-    beat = Beat(app)
+    beat = venturi.Beat(app)
     try:
         if not options.once:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -7,7 +7,7 @@ from venturi.context import Context
 from venturi.errors import Fail, Retry, VenturiError
 from venturi.merge import Merge
 from venturi.task import Task, task
-from venturi.types import JobRef, Priority, Status
+from venturi.types import JobRef, Outcome, OutcomeKind, Priority, Status
 from venturi.worker import Worker
 
 __all__ = [
@@ -18,6 +18,8 @@ __all__ = [
     "Fail",
     "JobRef",
     "Merge",
+    "Outcome",
+    "OutcomeKind",
     "Priority",
     "Retry",
     "Status",

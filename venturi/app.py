@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
@@ -145,6 +145,21 @@ class App:
     def tasks(self) -> Mapping[str, Task[Any, Any]]:
         """Every task this App serves: its own plus the default registry's."""
         return {**default_registry.tasks, **self.registry.tasks}
+
+    def served_kinds(self, kinds: Collection[str] | None, *, who: str) -> list[str]:
+        """The kinds ``who`` (a worker, a drain) serves, sorted: every task's, or ``kinds``.
+
+        An unknown kind is a ``ConfigurationError``: a typo would otherwise serve nothing.
+        """
+        known = self.tasks()
+        if kinds is None:
+            return sorted(known)
+        unknown = sorted(set(kinds) - set(known))
+        if unknown:
+            raise ConfigurationError(
+                f"{who} was asked for kinds no task declares: {', '.join(unknown)}"
+            )
+        return sorted(set(kinds))
 
     def periodic(
         self,

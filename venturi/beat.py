@@ -1,74 +1,34 @@
 """Beat: the one active scheduler of a prefix, enqueuing each cron tick once, ahead of time.
 
-Rows. Each schedule's rows carry the dedup key ``beat:<name>`` (the prefix
-``beat:`` is reserved). A tick is enqueued *before* it is due, as a row whose
-``visible_at`` is the tick (ADR 12, 20): workers already sleep until the
-soonest ``visible_at``, so the job starts on time without Beat waking up at
-the right instant, and a Beat that dies just before a tick loses nothing.
-
-One iteration (``run_once``), per schedule:
+The design and its reasons (rows enqueued ahead of their tick, one
+``beat:<name>`` dedup key per schedule, why that is at most once, the
+leadership) are in ADR 0108. One iteration (``run_once``), per schedule:
 
 1. A pending row of the schedule that will hold the next tick, a due row still
-   waiting for a worker, or a row being retried or paused: nothing to do.
-   A schedule has at most one pending row, so when workers fall behind or a
-   run keeps failing, the ticks it covers are coalesced into that one row
-   instead of piling up.
+   waiting for a worker, or a row being retried or paused: nothing to do (the
+   ticks it covers coalesce into that one row).
 2. A not-yet-due row that no longer matches the code (expression, time zone,
    arguments or task kind changed) is cancelled with the note
    ``schedule changed`` and replaced.
 3. Otherwise the next tick after ``now`` is enqueued, unless a row for exactly
    that tick already exists in any status (claimed or finished, or cancelled
    by an operator: cancelling a beat row skips that one tick).
-4. Missed ticks, the ones that passed while no Beat ran: skipped by default
-   (the schedule resumes at its next tick); with ``catch_up=True`` the most
-   recent missed tick runs once, now, when the schedule's latest row is older
-   than it. A schedule with no row at all (new, or its history cleaned up)
-   has nothing to catch up: at most once beats at least once.
+4. Missed ticks are skipped by default; with ``catch_up=True`` the most recent
+   missed tick runs once, now, when the schedule's latest row is older than it.
 
-Pending rows of a schedule this App does not declare (removed from the code)
-are cancelled with the note ``schedule removed`` when not yet due; due rows
-and runs in progress are left to finish. So every Beat sharing a prefix must
-run the same code; during a rolling deploy only the leader's view counts.
-
-A row cancelled as ``schedule changed`` does not count as "its tick was
-taken" (step 3) for the Beat that cancelled it. A Beat that takes over later
-does not know that, so if the old row's time is also a tick of the new
-expression, that one tick is skipped; the ticks after it are not affected.
-
-At most once. A tick's row can only be claimed at or after the tick, and the
-pending rows are read *before* ``now`` (the database clock): if the row was
-claimed before that read, ``now`` is already past the tick, so "the next
-tick after ``now``" is a later one; step 3's check also catches it. Two Beats
-that both believe they lead (only during a takeover, for at most one
-iteration) enqueue through ADR 10's dedup lock with a resolver that always
-keeps the existing pending row, so they still leave one row.
-
-Leadership. ``Backend.try_lead("beat")`` (a session advisory lock on its own
-connection) elects one Beat per prefix. Standbys retry every
-``standby_interval`` and take over within about that long after the leader
-stops or its connection dies; the leader checks ``is_held()`` (a round trip)
-before each iteration and stands by when it is lost, waiting one
-``standby_interval`` before it competes again.
-
-Why this shape rather than a tick-derived dedup key (``beat:<name>:<tick>``):
-ADR 10 only merges with *pending* siblings, so a per-tick key needs a
-"has this tick ever been enqueued" lookup for every tick, and a retried run of
-an old tick would sit beside new ticks; one key per schedule keeps the
-bookkeeping to one indexed read of pending rows per iteration, gives the
-coalescing above, and lets ``latest_with_dedup_key`` answer the catch-up
-question.
+Pending rows of a schedule this App does not declare are cancelled with the
+note ``schedule removed`` when not yet due; due rows and runs in progress are
+left to finish.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from venturi.backend import Backend, Leadership
 from venturi.errors import (
@@ -78,9 +38,9 @@ from venturi.errors import (
     InvalidState,
     JobNotFound,
 )
+from venturi.runtime.service import ServiceThread, run_until_signalled
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
 from venturi.serialization import decode_json
-from venturi.service import ServiceThread
 from venturi.types import JobRef, JobRow, NewJob
 
 if TYPE_CHECKING:
@@ -90,8 +50,6 @@ logger = logging.getLogger(__name__)
 
 #: The leadership role, one holder per prefix.
 ROLE = "beat"
-#: How long ``run()`` waits at most before it looks at the signal flag.
-_SIGNAL_SLICE = 0.25
 
 
 class Beat:
@@ -113,7 +71,7 @@ class Beat:
 
         venturi.Beat(app).run()                   # blocks; SIGINT/SIGTERM stop it
         beat = venturi.Beat(app); beat.start()    # a thread inside another process
-        beat.stop(timeout=5)
+        beat.stop(grace=5)
         refs = venturi.Beat(app).run_once()       # one iteration, in tests
     """
 
@@ -133,9 +91,8 @@ class Beat:
         self._lock = threading.Lock()
         self._leadership: Leadership | None = None
         self._service: ServiceThread | None = None
-        self._loop_ended = threading.Event()
-        self._loop_ended.set()
-        self._signalled = False
+        self._stopped = threading.Event()
+        self._stopped.set()
         #: Rows this Beat cancelled as ``schedule changed``: their tick is not "taken".
         self._superseded: set[str] = set()
 
@@ -171,7 +128,7 @@ class Beat:
         schedules = self.schedules()
         if not schedules:
             return []
-        # Read the pending rows before the clock (see "At most once" above).
+        # Read the pending rows before the clock ("At most once", ADR 0108).
         rows = self.backend.pending_with_dedup_prefix(DEDUP_PREFIX)
         if now is None:
             now = self.backend.now()
@@ -295,82 +252,51 @@ class Beat:
 
     def start(self) -> None:
         """Start the loop on a named daemon thread and return; a no-op while running."""
-        service = self._begin()
-        if service is None:
-            return
-        thread = threading.Thread(
-            target=self._loop, args=(service,), name=service.name, daemon=True
-        )
-        thread.start()
+        with self._lock:
+            if self._service is not None:
+                return
+            service = ServiceThread(f"venturi-beat-{id(self):x}", self.step, on_exit=self._ended)
+            self._service = service
+            self._stopped.clear()
+        logger.info("beat started for prefix %s", self.app.prefix)
+        service.start()
 
     def run(self) -> None:
-        """Run the loop in this thread until ``stop()``, SIGINT or SIGTERM.
+        """Run the loop until ``stop()``, SIGINT or SIGTERM.
 
         Signal handlers are installed only here, only from the main thread, and
         restored on return; the leadership is released on the way out so that
         a standby takes over at once. The App is left open.
         """
-        service = self._begin()
-        if service is None:
-            raise ConfigurationError("this Beat is already running")
-        previous = self._install_signal_handlers()
-        try:
-            self._loop(service)
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        with self._lock:
+            if self._service is not None:
+                raise ConfigurationError("this Beat is already running")
+        run_until_signalled(
+            start=self.start,
+            stop=lambda hurry: self.stop(),
+            stopped=self._stopped,
+            name=f"beat of prefix {self.app.prefix}",
+        )
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, grace: float = 10.0) -> None:
         """Stop the loop and release the leadership; idempotent, safe before ``start()``.
 
-        Waits up to ``timeout`` seconds for the current iteration to end.
+        Waits up to ``grace`` seconds for the current iteration to end.
         """
         with self._lock:
             service = self._service
         if service is not None:
             service.request_stop()
-            if not self._loop_ended.wait(timeout):
-                logger.warning("beat loop did not stop within %.1fs", timeout)
+            service.join(time.monotonic() + grace)
         self._release()
 
-    def _begin(self) -> ServiceThread | None:
+    def _ended(self) -> None:
+        """The loop thread's last act: hand the leadership over, allow a new start."""
+        self._release()
         with self._lock:
-            if self._service is not None:
-                return None
-            self._service = ServiceThread(f"venturi-beat-{id(self):x}", self.step)
-            self._loop_ended.clear()
-            self._signalled = False
-            return self._service
-
-    def _loop(self, service: ServiceThread) -> None:
-        logger.info("beat started for prefix %s", self.app.prefix)
-        try:
-            while not self._is_stopping(service):
-                delay = service.guarded_step()
-                deadline = time.monotonic() + delay
-                while not self._is_stopping(service) and (left := deadline - time.monotonic()) > 0:
-                    service.stopping.wait(min(left, _SIGNAL_SLICE))
-        finally:
-            self._release()
-            with self._lock:
-                self._service = None
-            self._loop_ended.set()
-            logger.info("beat stopped for prefix %s", self.app.prefix)
-
-    def _is_stopping(self, service: ServiceThread) -> bool:
-        return service.stopping.is_set() or self._signalled
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        return {
-            signum: signal.signal(signum, self._on_signal)
-            for signum in (signal.SIGINT, signal.SIGTERM)
-        }
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        # No locks here (the interrupted thread may hold them): the loop polls the flag.
-        self._signalled = True
+            self._service = None
+        self._stopped.set()
+        logger.info("beat stopped for prefix %s", self.app.prefix)
 
 
 def _is_stale(row: JobRow, expected: NewJob, now: datetime) -> bool:

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from venturi.executor import execute, record
+from venturi.runtime.executor import execute
+from venturi.runtime.runner import Runner, worker_id
 from venturi.serialization import decode_json
 from venturi.types import Claim, ClaimedJob, Outcome, Priority
-from venturi.worker import served_kinds, worker_id
 
 if TYPE_CHECKING:
     from venturi.app import App
@@ -78,38 +78,36 @@ def drain(
     backstop makes it ``dead``. Raises ``DrainLimitReached`` after ``max_runs``
     runs (a job that pauses or retries forever).
     """
-    tasks = app.tasks()
-    served = served_kinds(tasks, kinds, who="drain")
+    served = app.served_kinds(kinds, who="drain")
     if not served:
         return []
-    backend = app.backend
-    lease = max(tasks[kind].lease for kind in served)
+    runner = Runner(app.backend, app.tasks(), kinds=served, worker_id=worker_id())
+    request = runner.plan.request(free=1, running={}, is_renewed=False)
+    assert request is not None  # one free slot, nothing running: every kind has room
     horizon = SCHEDULED_HORIZON if include_scheduled else timedelta(0)
     runs: list[Run] = []
-    while True:
-        jobs = backend.claim(
-            kinds=served, limit=1, worker_id=worker_id(), lease=lease, horizon=horizon
-        )
-        if not jobs:
+    while len(runs) < max_runs:
+        ran = runner.run(request, horizon=horizon)
+        if not ran:
             return runs
-        if len(runs) >= max_runs:
-            backend.release([job.claim for job in jobs])
-            raise DrainLimitReached(
-                f"drain ran {max_runs} jobs and work is still left; "
-                "a handler may be pausing or retrying forever"
-            )
-        executions = [execute(tasks[job.kind], job) for job in jobs]
-        written = record(backend, executions)
         runs.extend(
             Run(
-                job_id=e.job.claim.job_id,
-                kind=e.job.kind,
-                run_count=e.job.claim.run_count,
-                outcome=e.outcome,
-                is_recorded=e.job.claim.job_id in written,
+                job_id=r.execution.job.claim.job_id,
+                kind=r.execution.job.kind,
+                run_count=r.execution.job.claim.run_count,
+                outcome=r.execution.outcome,
+                is_recorded=r.is_recorded,
             )
-            for e in executions
+            for r in ran
         )
+    left = runner.claim(request, horizon=horizon)
+    if not left:
+        return runs
+    app.backend.release([job.claim for job in left])
+    raise DrainLimitReached(
+        f"drain ran {max_runs} jobs and work is still left; "
+        "a handler may be pausing or retrying forever"
+    )
 
 
 def perform(task: Task[Any, Any], /, *args: Any, **kwargs: Any) -> Outcome:

@@ -129,7 +129,7 @@ class ClaimedJob:
 
 @dataclass(frozen=True, slots=True)
 class ClaimFloor:
-    """Where a kind's claim probe may start in claim order (see venturi/floors.py).
+    """Where a kind's claim probe may start in claim order (see venturi/runtime/floors.py).
 
     A promise from an earlier claim: no unclaimed eligible row of the kind
     sorted before ``(priority, created_at)`` when that claim scanned.

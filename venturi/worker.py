@@ -1,69 +1,45 @@
 """The worker: claims jobs, runs their handlers on a fixed pool, records outcomes.
 
-Threads of one running ``Worker`` (all named ``venturi-worker-...``):
+The parts of one running ``Worker`` (threads named ``venturi-worker-...``):
 
-- **claim loop** - claims in batches sized to the free handler slots plus
-  the claim-ahead depth (prefetch.py), only for kinds with room under their
-  concurrency cap, then waits (waiting.py) when there was less work than room;
+- **claim loop** - claims batches planned by ``ClaimPlan`` (room under each
+  cap, ADR 0107; claim-ahead, ADR 0114; floors, ADR 0115), then waits
+  (``Waiter``, ADR 20) when there was less work than room;
 - **handlers** - ``concurrency`` threads, each running one job at a time (no
   thread per job), taking claimed jobs from one local queue;
-- **committer** - the one path that records outcomes: handlers queue their
-  ``Execution`` and each ``Backend.finish`` call takes everything queued, so an
-  idle worker adds no latency and a busy one records many outcomes per round
-  trip;
-- **lease keeper** - renews held claims and sweeps expired ones (leases.py);
-- **listener** - turns NOTIFY into wake-ups (waiting.py).
+- **committer** - the one path that records outcomes (ADR 0104);
+- **lease keeper** - renews held claims and sweeps expired ones (ADR 19, 0109);
+- **listener** - turns NOTIFY into wake-ups (ADR 0102);
+- **pruner** - with ``retention``, deletes old terminal jobs.
 
-Claim-ahead: while every handler has work, the claim loop waits until the
-room reaches ``Prefetch.refill_at()`` jobs and then claims the whole room in
-one batch, instead of one claim per finished job. A worker whose handlers
-would otherwise sit idle claims whatever room there is at once. While claims
-come back full, each one starts where the previous one ended (floors.py).
-
-Concurrency caps (ADR 23) are local to the process. The claim passes only the
-kinds that have room, with ``limit = min(free slots, smallest room among the
-capped kinds passed)``, where a kind's room counts its held jobs (running or
-queued locally), so claim-ahead never holds more of a capped kind than its
-cap: a batch can never overrun any cap whatever mix of
-kinds it returns, and priority order across kinds is kept because one query
-claims for all of them. The cost is smaller batches while a capped kind is
-nearly full, which only matters for throughput when caps are tight.
-
-One claim serves several kinds, each with its own lease (ADR 19). A batch is
-claimed with the *shortest* lease among the kinds passed, and the lease keeper
-renews every held claim, with its own task's lease, every ``min(lease) / 3``:
-so no claim ever holds longer than its own lease without a live heartbeat, and
-a crashed worker's jobs are recovered within their own lease. (Claiming with
-the longest lease instead would let a crash hold short-lease jobs for as long
-as the longest lease of any kind served.)
+The claim, the run and the record go through one ``Runner``, the same path
+``run_once`` and ``venturi.testing.drain`` use.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import signal
-import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.errors import BackendUnavailable, ConfigurationError
-from venturi.executor import Execution, execute, record
-from venturi.floors import ClaimFloors
-from venturi.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
-from venturi.prefetch import DEFAULT_PREFETCH, Prefetch
-from venturi.pruner import Pruner
-from venturi.service import Backoff, ServiceThread
-from venturi.types import ClaimedJob, OutcomeKind
-from venturi.waiting import Waiter
+from venturi.runtime.committer import Committer
+from venturi.runtime.executor import Execution
+from venturi.runtime.floors import ClaimFloors
+from venturi.runtime.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
+from venturi.runtime.prefetch import DEFAULT_PREFETCH, Prefetch
+from venturi.runtime.pruner import Pruner
+from venturi.runtime.runner import Runner, worker_id
+from venturi.runtime.service import Backoff, Part, ServiceThread, run_until_signalled
+from venturi.runtime.waiting import Waiter
+from venturi.types import ClaimedJob
 
 if TYPE_CHECKING:
     from venturi.app import App
@@ -74,34 +50,10 @@ logger = logging.getLogger(__name__)
 #: How long stop() gives the committer to record what handlers finished, and
 #: the lease keeper, listener and claim loop to end, beyond the grace period.
 SHUTDOWN_TIMEOUT = 10.0
-#: Outcomes per ``finish`` round trip at most.
-MAX_FINISH_BATCH = 500
-#: Outcomes that make the row pending again, possibly eligible at once.
-_PENDING_AGAIN = frozenset({OutcomeKind.PAUSED, OutcomeKind.RETRIED})
 #: How long stop() waits for handler threads to end once their jobs were released.
 _HANDLER_JOIN_TIMEOUT = 0.5
 #: How often stop()'s wait for running handlers looks for a second signal.
 _GRACE_SLICE = 0.2
-
-
-def worker_id() -> str:
-    """``host:pid``, the ``claimed_by`` of every claim this process makes (ADR 19)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def served_kinds(known: Collection[str], kinds: Collection[str] | None, *, who: str) -> list[str]:
-    """The kinds to claim, sorted: every known kind, or ``kinds`` if all are known.
-
-    An unknown kind is a ``ConfigurationError``: a typo would otherwise serve nothing.
-    """
-    if kinds is None:
-        return sorted(known)
-    unknown = sorted(set(kinds) - set(known))
-    if unknown:
-        raise ConfigurationError(
-            f"{who} was asked for kinds no task declares: {', '.join(unknown)}"
-        )
-    return sorted(set(kinds))
 
 
 @dataclass(slots=True)
@@ -131,7 +83,7 @@ class Worker:
         prefetch: the most claimed jobs held waiting for a free handler
             (default 256; 0 claims only for free handlers). Only as many are
             held as the handlers should start within 0.1 s at their recent
-            pace, so long jobs are never held ahead (prefetch.py).
+            pace, so long jobs are never held ahead (ADR 0114).
 
     Raises ``ConfigurationError`` for an unknown kind or an impossible setting.
 
@@ -173,20 +125,18 @@ class Worker:
         if retention is not None and retention < timedelta(0):
             raise ConfigurationError(f"retention must not be negative, got {retention}")
         known = app.tasks()
-        served = served_kinds(known, kinds, who="the worker")
         self.app = app
         self.concurrency = concurrency
-        self.kinds: tuple[str, ...] = tuple(served)
+        self.kinds: tuple[str, ...] = tuple(app.served_kinds(kinds, who="the worker"))
         self.grace = grace
         self.poll_interval = poll_interval
         self.recovery_interval = recovery_interval
         self.retention = retention
         self.prefetch = DEFAULT_PREFETCH if prefetch is None else prefetch
         self.worker_id = worker_id()
-        self._tasks: dict[str, Task[Any, Any]] = {kind: known[kind] for kind in served}
-        self._max_failures = {kind: task.max_failures for kind, task in known.items()}
-        self._leases = {kind: task.lease for kind, task in self._tasks.items()}
-        self._caps = {k: t.concurrency for k, t in self._tasks.items() if t.concurrency is not None}
+        self._known: dict[str, Task[Any, Any]] = dict(known)
+        #: Built on first use, so that constructing a Worker builds no backend.
+        self._runner: Runner | None = None
 
         # Guards the start/stop state and every _Runtime's bookkeeping; handlers
         # notify ``_changed`` when a job ends (stop() waits on it within the grace).
@@ -194,7 +144,6 @@ class Worker:
         self._changed = threading.Condition(self._lock)
         self._is_started = False
         self._stopped = threading.Event()
-        self._signals = 0
         self._runtime: _Runtime | None = None
 
     @property
@@ -204,28 +153,19 @@ class Worker:
     # -- running -------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Run until SIGINT or SIGTERM, then stop gracefully and close the App's backend.
+        """Run until SIGINT or SIGTERM, then stop gracefully.
 
         The first signal stops claiming and lets running handlers finish within
         ``grace``; a second one stops at once (running jobs are released). Signal
-        handlers are installed only here, and only from the main thread.
+        handlers are installed only here, and only from the main thread. The
+        App stays open: whoever created it closes it.
         """
-        self._signals = 0
-        previous = self._install_signal_handlers()
-        try:
-            self.start()
-            while not self._stopped.is_set():
-                if self._signals:
-                    logger.info("signal received; stopping (a second signal stops at once)")
-                    self.stop(hurry=lambda: self._signals > 1)
-                else:
-                    # Signal handlers only count (they may not take locks); look every slice.
-                    self._stopped.wait(_GRACE_SLICE)
-        finally:
-            self.stop(grace=0)
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.app.close()
+        run_until_signalled(
+            start=self.start,
+            stop=lambda hurry: self.stop(hurry=hurry),
+            stopped=self._stopped,
+            name=f"worker {self.worker_id}",
+        )
 
     def start(self) -> None:
         """Start the worker's threads and return; safe to call twice."""
@@ -234,43 +174,37 @@ class Worker:
                 return
             self._is_started = True
             self._stopped.clear()
-        backend = self.backend
+        runner = self._run_path()
         name = f"venturi-worker-{id(self):x}"
-        waiter = Waiter(backend, poll_interval=self.poll_interval, name=name)
-        keeper = LeaseKeeper(
-            backend,
-            leases=self._leases,
-            max_failures=self._max_failures,
-            recovery_interval=self.recovery_interval,
-            on_recovered=waiter.wake,
+        waiter = Waiter(runner.backend, poll_interval=self.poll_interval, name=name)
+        keeper = runner.lease_keeper(
+            recovery_interval=self.recovery_interval, on_recovered=waiter.wake
         )
         runtime = _Runtime(
+            runner=runner,
             waiter=waiter,
             keeper=keeper,
-            committer=_Committer(backend, keeper, waiter, name=f"{name}-committer"),
-            jobs=queue.SimpleQueue(),
+            committer=Committer(
+                runner.record, keeper, on_pending=waiter.wake, name=f"{name}-committer"
+            ),
             prefetch=Prefetch(concurrency=self.concurrency, limit=self.prefetch),
-            maintenance=ServiceThread(f"{name}-leases", keeper.step),
         )
         runtime.claiming = ServiceThread(f"{name}-claim", lambda: self._claim_step(runtime))
+        runtime.handlers = _Handlers(
+            lambda: self._handle_jobs(runtime),
+            runtime.jobs,
+            count=self.concurrency,
+            name=f"{name}-handler",
+        )
+        runtime.others = [ServiceThread(f"{name}-leases", keeper.step)]
         if self.retention is not None:
-            pruner = Pruner(backend, retention=self.retention)
-            runtime.pruning = ServiceThread(f"{name}-pruner", pruner.step)
+            pruner = Pruner(runner.backend, retention=self.retention)
+            runtime.others.append(ServiceThread(f"{name}-pruner", pruner.step))
+        runtime.others.append(waiter)
         self._runtime = runtime
-        runtime.handlers = [
-            threading.Thread(
-                target=self._handle_jobs, args=(runtime,), name=f"{name}-handler-{n}", daemon=True
-            )
-            for n in range(self.concurrency)
-        ]
-        for thread in runtime.handlers:
-            thread.start()
-        runtime.committer.service.start()
-        runtime.maintenance.start()
-        if runtime.pruning is not None:
-            runtime.pruning.start()
-        waiter.start()
-        runtime.claiming.start()
+        parts: list[Part] = [runtime.handlers, runtime.committer, *runtime.others, runtime.claiming]
+        for part in parts:
+            part.start()
         logger.info(
             "worker %s started: concurrency %d, kinds %s",
             self.worker_id,
@@ -302,41 +236,25 @@ class Worker:
             "worker %s stopping: %d job(s) running, grace %.1fs", self.worker_id, running, grace
         )
         grace_deadline = time.monotonic() + grace
+        # In this order, because each step hands work to the next: nothing new is
+        # claimed, handlers finish within the grace, what they did not finish is
+        # released, then the committer records every outcome they produced.
         runtime.claiming.request_stop()
-        runtime.waiter.request_stop()
+        runtime.waiter.wake()  # ends the claim loop's idle wait
         self._wait_for_handlers(runtime, grace_deadline, hurry or (lambda: False))
-
-        shutdown_deadline = time.monotonic() + SHUTDOWN_TIMEOUT
-        runtime.claiming.join(shutdown_deadline)
-        self._release_unfinished(runtime, shutdown_deadline)
-        for _ in runtime.handlers:
-            runtime.jobs.put(None)
-        runtime.committer.close()
-        if not runtime.committer.service.join(shutdown_deadline):
-            runtime.committer.service.request_stop()
-            logger.warning(
-                "worker %s could not record every outcome before stopping; "
-                "those jobs will be recovered when their lease expires",
-                self.worker_id,
-            )
-        runtime.maintenance.request_stop()
-        runtime.maintenance.join(shutdown_deadline)
-        if runtime.pruning is not None:
-            runtime.pruning.request_stop()
-            runtime.pruning.join(shutdown_deadline)
-        runtime.waiter.join(shutdown_deadline)
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT
+        runtime.claiming.join(deadline)
+        self._release_unfinished(runtime, deadline)
+        runtime.handlers.request_stop()
+        runtime.committer.request_stop()
+        runtime.committer.join(deadline)
+        for part in runtime.others:
+            part.request_stop()
+        for part in runtime.others:
+            part.join(deadline)
         # Idle handlers end at once on their sentinel; one still running a released job
         # is not waited for (it is a daemon, and its outcome is discarded).
-        handlers_deadline = min(shutdown_deadline, time.monotonic() + _HANDLER_JOIN_TIMEOUT)
-        for thread in runtime.handlers:
-            thread.join(timeout=max(0.0, handlers_deadline - time.monotonic()))
-        stuck = sum(thread.is_alive() for thread in runtime.handlers)
-        if stuck:
-            logger.warning(
-                "worker %s stopped with %d handler(s) still running released jobs",
-                self.worker_id,
-                stuck,
-            )
+        runtime.handlers.join(min(deadline, time.monotonic() + _HANDLER_JOIN_TIMEOUT))
         self._stopped.set()
         logger.info("worker %s stopped", self.worker_id)
 
@@ -348,80 +266,54 @@ class Worker:
         one after another). Not to be mixed with ``start()`` on the same
         Worker. Returns how many jobs were run.
         """
-        backend = self.backend
-        LeaseKeeper(
-            backend,
-            leases=self._leases,
-            max_failures=self._max_failures,
-            recovery_interval=self.recovery_interval,
-        ).recover_once()
-        kinds, limit = self._plan(free=self.concurrency, running=Counter())
-        if not limit:
+        runner = self._run_path()
+        runner.lease_keeper(recovery_interval=self.recovery_interval).recover_once()
+        request = runner.plan.request(free=self.concurrency, running={}, is_renewed=False)
+        if request is None:
             return 0
-        # No heartbeat runs here: claim with the longest lease of the kinds instead.
-        lease = max(self._leases[kind] for kind in kinds)
-        jobs = backend.claim(kinds=kinds, limit=limit, worker_id=self.worker_id, lease=lease)
-        record(backend, [execute(self._tasks[job.kind], job) for job in jobs])
-        return len(jobs)
+        return len(runner.run(request))
+
+    def _run_path(self) -> Runner:
+        if self._runner is None:
+            self._runner = Runner(
+                self.backend,
+                self._known,
+                kinds=self.kinds,
+                worker_id=self.worker_id,
+                concurrency=self.concurrency,
+            )
+        return self._runner
 
     # -- the claim loop ------------------------------------------------------------------
 
     def _claim_step(self, runtime: _Runtime) -> float:
-        waiter = runtime.waiter
+        runner, waiter = runtime.runner, runtime.waiter
         waiter.arm()
         with self._lock:
             if runtime.is_draining:
                 return 0.0
-            kinds, limit = self._plan(free=self._room(runtime), running=runtime.running_by_kind)
-        if not limit:
+            request = runner.plan.request(
+                free=self._room(runtime), running=runtime.running_by_kind, is_renewed=True
+            )
+        if request is None:
             # Not worth a claim yet (or every capped kind is full): a handler ending wakes us.
             waiter.wait(self.poll_interval)
             return 0.0
         floors = runtime.floors.current(time.monotonic())
-        jobs = self.backend.claim(
-            kinds=kinds,
-            limit=limit,
-            worker_id=self.worker_id,
-            lease=self._claim_lease(kinds),
-            floors=floors,
-        )
-        runtime.floors.record(jobs, used=floors, limit=limit, now=time.monotonic())
+        jobs = runner.claim(request, floors=floors)
+        runtime.floors.record(jobs, used=floors, limit=request.limit, now=time.monotonic())
         if jobs:
             self._dispatch(runtime, jobs)
             # Yield the GIL so a handler starts its job now, not after this thread has
             # prepared its next query (measured: 0.4 ms -> 0.15 ms from claim to start).
             time.sleep(0)
-        if len(jobs) < limit:
-            waiter.wait(waiter.timeout(kinds))
+        if len(jobs) < request.limit:
+            waiter.wait(waiter.time_to_next_job(request.kinds))
         return 0.0
 
     def _room(self, runtime: _Runtime) -> int:
-        """Jobs worth claiming now (called under ``self._lock``; see the module docstring)."""
-        held = len(runtime.in_flight)
-        room = self.concurrency + runtime.prefetch.depth() - held
-        if held >= self.concurrency and room < runtime.prefetch.refill_at():
-            return 0
-        return room
-
-    def _plan(self, *, free: int, running: Mapping[str, int]) -> tuple[list[str], int]:
-        """The kinds to claim for and the batch size (see the module docstring)."""
-        if free <= 0:
-            return [], 0
-        kinds: list[str] = []
-        limit = free
-        for kind in self.kinds:
-            cap = self._caps.get(kind)
-            if cap is None:
-                kinds.append(kind)
-                continue
-            room = cap - running.get(kind, 0)
-            if room > 0:
-                kinds.append(kind)
-                limit = min(limit, room)
-        return kinds, limit if kinds else 0
-
-    def _claim_lease(self, kinds: Collection[str]) -> timedelta:
-        return min(self._leases[kind] for kind in kinds)
+        """Jobs worth claiming now (called under ``self._lock``)."""
+        return runtime.runner.plan.room(held=len(runtime.in_flight), prefetch=runtime.prefetch)
 
     def _dispatch(self, runtime: _Runtime, jobs: list[ClaimedJob]) -> None:
         runtime.keeper.hold(jobs)
@@ -462,7 +354,7 @@ class Worker:
                 self._changed.notify_all()
                 is_abandoned = entry.is_abandoned
                 # Wake the claim loop only when a claim is due, not after every job.
-                should_claim = job.kind in self._caps or self._room(runtime) > 0
+                should_claim = runtime.runner.plan.is_capped(job.kind) or self._room(runtime) > 0
             if execution is None:
                 if should_claim:
                     runtime.waiter.wake()
@@ -483,7 +375,7 @@ class Worker:
 
     def _execute(self, runtime: _Runtime, job: ClaimedJob) -> Execution | None:
         try:
-            return execute(self._tasks[job.kind], job)
+            return runtime.runner.execute(job)
         except BaseException:
             # Only a bug in venturi gets here; the lease then lapses and recovery retries.
             logger.exception(
@@ -539,21 +431,6 @@ class Worker:
             logger.info("released %d unfinished job(s) back to pending", released)
             return
 
-    # -- signals -------------------------------------------------------------------------
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            logger.debug("run() outside the main thread: no signal handlers installed")
-            return {}
-        previous: dict[int, Any] = {}
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, self._on_signal)
-        return previous
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        # No locks and no logging here: the interrupted main thread may hold them.
-        self._signals += 1
-
 
 @dataclass(slots=True)
 class _Runtime:
@@ -563,106 +440,51 @@ class _Runtime:
     running after its job was released) never touches the next cycle's counts.
     """
 
+    runner: Runner
     waiter: Waiter
     keeper: LeaseKeeper
-    committer: _Committer
-    jobs: queue.SimpleQueue[ClaimedJob | None]
+    committer: Committer
     prefetch: Prefetch
-    maintenance: ServiceThread
+    jobs: queue.SimpleQueue[ClaimedJob | None] = field(default_factory=queue.SimpleQueue)
     floors: ClaimFloors = field(default_factory=ClaimFloors)
     claiming: ServiceThread = field(init=False)
-    pruning: ServiceThread | None = None
-    handlers: list[threading.Thread] = field(default_factory=list)
+    handlers: _Handlers = field(init=False)
+    #: The parts whose stop order does not matter: lease keeper, pruner, listener.
+    others: list[Part] = field(default_factory=list)
     #: Claimed jobs whose handler has not returned yet (running or queued locally).
     in_flight: dict[str, _InFlight] = field(default_factory=dict)
     running_by_kind: Counter[str] = field(default_factory=Counter)
     is_draining: bool = False
 
 
-class _Committer:
-    """The single path that records outcomes, batching whatever is queued.
+class _Handlers:
+    """The handler threads of one cycle; each takes jobs from ``jobs`` until its sentinel."""
 
-    A batch that hits ``BackendUnavailable`` is kept and retried (with the
-    service's backoff): the fence makes a retry of an already-written outcome
-    harmless (it comes back as lost, never as a second completion).
+    def __init__(
+        self,
+        target: Callable[[], None],
+        jobs: queue.SimpleQueue[ClaimedJob | None],
+        *,
+        count: int,
+        name: str,
+    ) -> None:
+        self._jobs = jobs
+        self._threads = [
+            threading.Thread(target=target, name=f"{name}-{n}", daemon=True) for n in range(count)
+        ]
 
-    A batch that returned rows to ``pending`` (paused, retried) wakes the
-    claim loop once written: such a row may be eligible at once, and the
-    wake-up sent when its handler ended came before it was pending again.
-    """
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
 
-    def __init__(self, backend: Backend, keeper: LeaseKeeper, waiter: Waiter, *, name: str) -> None:
-        self._backend = backend
-        self._keeper = keeper
-        self._waiter = waiter
-        self._queue: queue.SimpleQueue[Execution | None] = queue.SimpleQueue()
-        self._batch: list[Execution] = []
-        self._is_closing = False
-        self.service = ServiceThread(name, self._step)
+    def request_stop(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
 
-    def put(self, execution: Execution) -> None:
-        self._queue.put(execution)
-
-    def close(self) -> None:
-        """Record everything queued so far, then end the thread."""
-        self._queue.put(None)
-
-    def _step(self) -> float:
-        if not self._batch and not self._is_closing:
-            try:
-                self._take(self._queue.get(timeout=1.0))
-            except queue.Empty:
-                return 0.0
-        while len(self._batch) < MAX_FINISH_BATCH:
-            try:
-                self._take(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        if self._batch:
-            # Renewal stops first, so a renewal racing this finish is not reported as lost.
-            self._keeper.drop(e.job.claim.job_id for e in self._batch)
-            try:
-                record(self._backend, self._batch)
-            except BackendUnavailable:
-                raise
-            except Exception:
-                logger.exception(
-                    "recording %d outcome(s) failed; trying one by one", len(self._batch)
-                )
-                self._record_one_by_one()
-            if any(e.outcome.kind in _PENDING_AGAIN for e in self._batch):
-                self._waiter.wake()
-            self._batch = []
-        if self._is_closing and self._queue.empty():
-            self.service.request_stop()
-        return 0.0
-
-    def _record_one_by_one(self) -> None:
-        """Isolate an outcome the database refuses, so it cannot block the others.
-
-        A refused outcome is dropped: its job stays claimed until its lease
-        lapses and recovery returns it to ``pending`` (counting a failure, so
-        the backstop ends a job that can never be recorded).
-        """
-        for index, execution in enumerate(self._batch):
-            try:
-                record(self._backend, [execution])
-            except BackendUnavailable:
-                self._batch = self._batch[index:]
-                raise
-            except Exception:
-                claim = execution.job.claim
-                logger.exception(
-                    "the outcome of job %s (kind %s) run %d could not be recorded; "
-                    "the job will be recovered when its lease expires",
-                    claim.job_id,
-                    execution.job.kind,
-                    claim.run_count,
-                    extra={"job_id": claim.job_id, "kind": execution.job.kind},
-                )
-
-    def _take(self, item: Execution | None) -> None:
-        if item is None:
-            self._is_closing = True
-        else:
-            self._batch.append(item)
+    def join(self, deadline: float) -> bool:
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = sum(thread.is_alive() for thread in self._threads)
+        if stuck:
+            logger.warning("%d handler(s) still running released jobs at shutdown", stuck)
+        return not stuck

@@ -12,6 +12,8 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
+import types
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,10 +22,12 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from support import wait_until
 from ulid import ULID
 
 import venturi
+from venturi import cli
 
 HERE = Path(__file__).parent
 MIGRATIONS = sorted(
@@ -35,6 +39,7 @@ UNREACHABLE = "postgresql://postgres@127.0.0.1:1/x"
 # reach its database must give up on its own, well within this.
 COMMAND_TIMEOUT = 60
 WORKER_OPTIONS = ("--concurrency", "2", "--grace", "5")
+STATUS_OF = "SELECT status FROM {{prefix}}_jobs WHERE id = %s"
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -309,6 +314,50 @@ def test_worker_drains_enqueued_jobs_and_exits_0_on_sigterm(
     assert "Traceback" not in stderr
     notes = {e["job_id"]: (e["outcome"], e["note"]) for e in db.journal()}
     assert notes == {job_id: ("completed", str(n * 2)) for n, job_id in enumerate(ids)}
+
+
+def test_the_worker_command_closes_the_app_it_loaded_once_the_worker_has_stopped(
+    app: venturi.App,
+    db: Any,
+    database_url: str,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In this process, not a subprocess: the App's sessions must end while the process lives.
+
+    ``Worker.run()`` leaves the App open; the CLI created (loaded) it, so the CLI closes it.
+    """
+    tag = f"venturi_cli_owner_{secrets.token_hex(4)}"
+    owned = venturi.App(
+        make_conninfo(database_url, application_name=tag), prefix=prefix, set_as_current=False
+    )
+
+    @owned.task(kind="cli.owned")
+    def owned_job() -> None: ...
+
+    module = types.ModuleType("cli_owned_app")
+    module.app = owned  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cli_owned_app", module)
+    ref = owned_job.delay()
+
+    def sessions() -> int:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        return int(db.scalar(query, (tag,)))
+
+    def terminate_once_done() -> None:
+        try:
+            wait_until(lambda: db.one(STATUS_OF, (ref.id,))["status"] == "completed", timeout=30)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    assert sessions() > 0
+    sender = threading.Thread(target=terminate_once_done)
+    sender.start()
+    status = cli.main(["worker", "--app", "cli_owned_app:app", *WORKER_OPTIONS])
+    sender.join(timeout=5)
+
+    assert status == 0
+    wait_until(lambda: sessions() == 0)
 
 
 def test_beat_enqueues_the_next_tick_ahead_of_time_and_exits_0_on_sigterm(

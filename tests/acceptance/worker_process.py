@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import threading
+from contextlib import closing
 from datetime import timedelta
 from typing import Any
 
@@ -54,13 +55,14 @@ def main() -> None:
         format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s",
     )
     app, _, _ = build_app(os.environ["WORKER_TEST_DATABASE_URL"], os.environ["WORKER_TEST_PREFIX"])
-    Worker(
-        app,
-        concurrency=8,
-        grace=float(os.environ.get("WORKER_TEST_GRACE", "30")),
-        poll_interval=1.0,
-        recovery_interval=RECOVERY_INTERVAL,
-    ).run()
+    with closing(app):
+        Worker(
+            app,
+            concurrency=8,
+            grace=float(os.environ.get("WORKER_TEST_GRACE", "30")),
+            poll_interval=1.0,
+            recovery_interval=RECOVERY_INTERVAL,
+        ).run()
 
 
 if __name__ == "__main__":

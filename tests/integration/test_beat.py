@@ -95,7 +95,7 @@ def beats() -> Iterator[list[Beat]]:
     started: list[Beat] = []
     yield started
     for beat in started:
-        beat.stop(timeout=5)
+        beat.stop(grace=5)
 
 
 @pytest.fixture
@@ -506,7 +506,7 @@ def test_run_blocks_until_stop_and_then_hands_the_leadership_over(
     other = make_app()
     assert other.backend.try_lead(ROLE) is None
 
-    beat.stop(timeout=5)
+    beat.stop(grace=5)
     runner.join(timeout=5)
 
     assert not runner.is_alive()

@@ -8,7 +8,7 @@ from typing import Any
 from support import wait_until
 
 import venturi
-from venturi.pruner import ROLE, Pruner
+from venturi.runtime.pruner import ROLE, Pruner
 
 
 def insert(db: Any, job_id: str, status: str, finished_days_ago: float | None) -> None:

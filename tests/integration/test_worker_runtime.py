@@ -12,6 +12,8 @@ the socket.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -346,6 +348,35 @@ def test_start_and_stop_are_idempotent_and_a_stopped_worker_can_start_again(
         wait_until(lambda: row(db, ref.id)["status"] == "completed")
     finally:
         worker.stop()
+
+
+def test_run_returns_on_sigterm_and_leaves_the_app_open_for_its_creator_to_close(
+    app: venturi.App, db: Any
+) -> None:
+    @app.task(kind="rt.run")
+    def job() -> None: ...
+
+    first = job.delay()
+    worker = Worker(app, concurrency=1, poll_interval=1)
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def terminate_once_done() -> None:
+        try:
+            wait_until(lambda: row(db, first.id)["status"] == "completed")
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=terminate_once_done)
+    sender.start()
+    worker.run()  # returns on SIGTERM instead of killing the test process
+    sender.join(timeout=5)
+
+    assert signal.getsignal(signal.SIGTERM) is previous
+    # The App still works: the worker did not close it.
+    second = job.delay()
+    assert app.job(second.id).job.status is venturi.Status.PENDING
+    assert worker.run_once() == 1
+    assert row(db, second.id)["status"] == "completed"
 
 
 # -- leases and the fence ---------------------------------------------------------------

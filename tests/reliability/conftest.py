@@ -11,9 +11,13 @@ other prefix the test registered with ``invariants.watch(prefix)``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
-from fault_tools import InvariantChecker
+from fault_tools import InvariantChecker, WorkerFleet, wait_for_sessions_to_end
+
+import venturi
 
 
 @pytest.fixture(autouse=True)
@@ -22,3 +26,19 @@ def invariants(database_url: str, prefix: str) -> Iterator[InvariantChecker]:
     checker = InvariantChecker(database_url, [prefix])
     yield checker
     checker.check()
+
+
+@pytest.fixture
+def fleet(
+    app: venturi.App, db: Any, database_url: str, prefix: str, tmp_path: Path
+) -> Iterator[WorkerFleet]:
+    """``venturi worker`` processes on the test's prefix; all killed, their sessions gone, after.
+
+    Their ``PGAPPNAME`` names the prefix, so a test finds (and terminates) their sessions only.
+    """
+    started = WorkerFleet(
+        database_url, prefix, tmp_path, application_name=f"venturi-fleet-{prefix}"
+    )
+    yield started
+    started.kill_all()
+    wait_for_sessions_to_end(db, started.application_name)

@@ -53,18 +53,6 @@ RECOVERY_TIMEOUT = 30.0
 OUTAGE_CALL_BOUND = 15.0
 
 
-@pytest.fixture
-def fleet(
-    app: venturi.App, db: Any, database_url: str, prefix: str, tmp_path: Path
-) -> Iterator[WorkerFleet]:
-    started = WorkerFleet(
-        database_url, prefix, tmp_path, application_name=f"venturi-dbfault-{prefix}"
-    )
-    yield started
-    started.kill_all()
-    wait_for_sessions_to_end(db, started.application_name)
-
-
 def count(db: Any, where: str) -> int:
     return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}"))
 

@@ -20,15 +20,12 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import chaos_app
 import pytest
 from fault_tools import WorkerFleet, unaccounted_runs, wait_for_sessions_to_end
 from support import wait_until
-
-import venturi
 
 logger = logging.getLogger(__name__)
 
@@ -37,18 +34,6 @@ KILL_EVERY = 1.0
 #: Hang guards for a whole drain, not speed assertions.
 DRAIN_TIMEOUT = 90.0
 RECOVERY_TIMEOUT = 30.0
-
-
-@pytest.fixture
-def fleet(
-    app: venturi.App, db: Any, database_url: str, prefix: str, tmp_path: Path
-) -> Iterator[WorkerFleet]:
-    started = WorkerFleet(
-        database_url, prefix, tmp_path, application_name=f"venturi-chaos-{prefix}"
-    )
-    yield started
-    started.kill_all()
-    wait_for_sessions_to_end(db, started.application_name)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from venturi.floors import ClaimFloors
+from venturi.runtime.floors import ClaimFloors
 from venturi.types import Claim, ClaimedJob, ClaimFloor, Priority
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

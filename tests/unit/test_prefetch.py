@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from venturi.prefetch import Prefetch
+from venturi.runtime.prefetch import Prefetch
 
 
 def test_nothing_is_held_ahead_until_a_pace_is_known() -> None:

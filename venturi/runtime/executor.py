@@ -55,12 +55,15 @@ MAX_NOTE_CHARS = 10_000
 
 @dataclass(frozen=True, slots=True)
 class Execution:
-    """One run of one job: the job, how it ended, and how long the handler took."""
+    """One run of one job and how it ended.
+
+    No exception is kept: a batch may wait through an outage for its
+    ``finish``, and a traceback would keep every frame of the run alive
+    meanwhile. Failures are logged when the run ends (``_done``).
+    """
 
     job: ClaimedJob
     outcome: Outcome
-    duration: float
-    error: BaseException | None = None
 
     @property
     def finished(self) -> Finished:
@@ -218,4 +221,4 @@ def _done(
         logger.error(message, *args, exc_info=error, extra=extra)
     else:
         logger.debug(message, *args, extra=extra)
-    return Execution(job, outcome, duration, error)
+    return Execution(job, outcome)

@@ -1,27 +1,10 @@
-"""How many claimed jobs a worker may hold beyond its busy handlers (claim-ahead).
+"""How many claimed jobs a worker may hold beyond its busy handlers (claim-ahead, ADR 0114).
 
-Claiming exactly the free handler slots makes every claim small once the
-queue is busy: each finished job frees one slot, and a claim of one job costs
-a whole round trip and commit. Claiming ahead spreads that cost over many
-jobs, and it matters most where a claim is expensive: on a table where many
-future-visible rows (retries, pauses, schedules) sit ahead of fresh work in
-claim order, every claim walks past them, whatever its size.
-
-Holding jobs has a price, though: a held job cannot be taken by an idle
-worker elsewhere, and a higher-priority job enqueued meanwhile starts after
-the held ones. Celery's fixed prefetch multiplier pays that price in full for
-long jobs (a job can wait behind a 10-minute handler while other workers
-idle). venturi bounds it in *time* instead: a worker holds only as many jobs
-ahead as its handlers will start within ``horizon`` seconds at the pace they
-have recently shown, and never more than ``limit``. Short jobs get deep
-claim-ahead (big batches, few round trips); jobs of a second or more get none,
-so they are spread over workers exactly as without it. Until the first jobs
-have finished the pace is unknown and nothing is held ahead.
-
-The pace is measured from each handler's *busy* time per job (from taking
-the job off the local queue to handing its outcome on), not from the
-handler's own run time: for tiny jobs the bookkeeping and the GIL are most of
-the cost, and counting only the handler would overstate the pace.
+As many as the handlers will start within ``horizon`` seconds at their recent
+pace, never more than ``limit``; nothing until a pace is known. The pace is a
+handler's *busy* time per job (from taking it off the local queue to handing
+its outcome on), not the handler's run time: for tiny jobs the bookkeeping
+and the GIL are most of the cost.
 
 Pure bookkeeping, no clock and no threads: the worker feeds it busy times
 (under its own lock) and asks it for ``depth()``.

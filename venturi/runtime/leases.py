@@ -1,20 +1,12 @@
-"""Leases (ADR 19): keep in-flight claims alive, and recover the ones that lapsed.
+"""Leases (ADR 19, 0109): keep in-flight claims alive, and recover the ones that lapsed.
 
-A claim holds its row until ``claim_expires_at``. While a handler runs, the
-``LeaseKeeper`` renews every claim it holds each ``min(lease) / 3`` (the
-smallest lease of the kinds served), each claim with its own task's lease, so a
-healthy job's lease never lapses however long it runs: a lease only lapses
-when its worker stops renewing it (killed, hung, or cut off from the
-database). Renewal is fenced like every other change, so a claim that was
-already recovered by someone else comes back missing; it is logged as lost and
-no longer renewed, and its outcome will be discarded by the fence of
-``finish``.
+The ``LeaseKeeper`` renews every claim it holds each ``min(lease) / 3`` of the
+kinds served, each claim with its own task's lease, so a lease only lapses
+when its worker stops renewing it. Renewal is fenced: a claim recovered by
+someone else comes back missing, is logged as lost and no longer renewed.
 
 Every worker also sweeps for expired leases every ``recovery_interval`` (at
-most 10 s): expired rows go back to ``pending`` with a ``stale-recovered``
-journal entry and one more failure, or ``dead`` at their kind's backstop. The
-sweep uses ``SKIP LOCKED`` in the adapter, so many workers sweeping at once is
-cheap.
+most 10 s); the adapter's ``SKIP LOCKED`` makes many sweepers cheap.
 """
 
 from __future__ import annotations
@@ -123,7 +115,7 @@ class LeaseKeeper:
             limit=RECOVERY_BATCH,
         )
         if count:
-            logger.debug("recovered %d job(s) whose lease had expired", count)
+            logger.warning("recovered %d job(s) whose lease had expired", count)
             if self._on_recovered is not None:
                 self._on_recovered()
         return count

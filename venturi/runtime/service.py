@@ -17,13 +17,35 @@ from __future__ import annotations
 
 import logging
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
+from typing import Any, Protocol
 
 from venturi.errors import BackendUnavailable
 
 logger = logging.getLogger(__name__)
+
+#: How often ``run_until_signalled`` looks at the signal count.
+_SIGNAL_SLICE = 0.2
+
+
+class Part(Protocol):
+    """One part of a running service: start it, ask it to stop, wait with a deadline.
+
+    ``ServiceThread`` is one; so are the waiter, the committer and the
+    worker's handler pool. ``join`` takes a ``time.monotonic()`` deadline.
+    """
+
+    def start(self) -> None: ...
+
+    def request_stop(self) -> None: ...
+
+    def join(self, deadline: float) -> bool:
+        """False when the part overran ``deadline`` (it has been logged)."""
+        ...
 
 
 class Backoff:
@@ -89,10 +111,6 @@ class ServiceThread:
         self._backoff = Backoff()
         self._thread: threading.Thread | None = None
 
-    @property
-    def is_alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def start(self) -> None:
         if self._thread is not None:
             return
@@ -116,7 +134,7 @@ class ServiceThread:
         logger.debug("thread %s started", self.name)
         try:
             while not self.stopping.is_set():
-                delay = self.guarded_step()
+                delay = self._guarded_step()
                 if delay > 0:
                     self.stopping.wait(delay)
         finally:
@@ -124,7 +142,7 @@ class ServiceThread:
                 self._on_exit()
             logger.debug("thread %s stopped", self.name)
 
-    def guarded_step(self) -> float:
+    def _guarded_step(self) -> float:
         """Run one step, turning an error into a backoff delay (see module docstring)."""
         try:
             delay = self._step()
@@ -146,3 +164,54 @@ class ServiceThread:
             logger.info("%s: database reachable again", self.name)
             self._backoff.reset()
         return delay
+
+
+def run_until_signalled(
+    *,
+    start: Callable[[], None],
+    stop: Callable[[Callable[[], bool]], None],
+    stopped: threading.Event,
+    name: str,
+) -> None:
+    """Start a service, block until it stops or SIGINT/SIGTERM arrives, then stop it.
+
+    ``stop`` receives ``hurry``: a callable that turns True once a second
+    signal arrived, to cut a graceful stop short. ``stopped`` is the event the
+    service sets once stopped (by this ``stop`` or by another thread's).
+    Signal handlers are installed only from the main thread, and the previous
+    ones are restored on return.
+    """
+    signals = _SignalCount()
+    previous = signals.install()
+    is_stopping = False
+    try:
+        start()
+        while not stopped.wait(_SIGNAL_SLICE):
+            if signals.count and not is_stopping:
+                is_stopping = True
+                logger.info("%s: signal received; stopping (a second signal stops at once)", name)
+                stop(lambda: signals.count > 1)
+    finally:
+        stop(lambda: True)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class _SignalCount:
+    """Counts SIGINT/SIGTERM; the handler takes no lock and logs nothing (the
+    interrupted main thread may hold either), so the waiting loop polls it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def install(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            logger.debug("not in the main thread: no signal handlers installed")
+            return {}
+        return {
+            signum: signal.signal(signum, self._on_signal)
+            for signum in (signal.SIGINT, signal.SIGTERM)
+        }
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1

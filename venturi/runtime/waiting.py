@@ -27,7 +27,7 @@ import threading
 from collections.abc import Collection
 
 from venturi.backend import Backend, Listener
-from venturi.service import ServiceThread
+from venturi.runtime.service import ServiceThread
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +65,9 @@ class Waiter:
     def wake(self) -> None:
         self._wakeup.set()
 
-    def timeout(self, kinds: Collection[str]) -> float:
-        """Seconds to wait: until the soonest ``visible_at`` of ``kinds``, at most the poll."""
+    def time_to_next_job(self, kinds: Collection[str]) -> float:
+        """Asks the database (a round trip) how long to wait: until the soonest
+        ``visible_at`` of ``kinds``, at most the poll interval."""
         if not kinds:
             return self.poll_interval
         until = self._backend.time_until_visible(kinds)

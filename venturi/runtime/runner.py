@@ -1,0 +1,116 @@
+"""The one claim -> execute -> record path of every consumer of jobs.
+
+The threaded worker calls its three steps from three places (claim loop,
+handlers, committer); ``Worker.run_once`` and ``venturi.testing.drain`` call
+``run``, which does all three in the calling thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from venturi.backend import Backend
+from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
+from venturi.runtime.executor import Execution, execute, record
+from venturi.runtime.leases import LeaseKeeper
+from venturi.types import ClaimedJob, ClaimFloor
+
+if TYPE_CHECKING:
+    from venturi.task import Task
+
+logger = logging.getLogger(__name__)
+
+
+def worker_id() -> str:
+    """``host:pid``, the ``claimed_by`` of every claim this process makes (ADR 19)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """One job run by ``Runner.run``: how it ended, and whether that was recorded.
+
+    ``is_recorded`` is False when the job had lost its claim meanwhile (ADR 19).
+    """
+
+    execution: Execution
+    is_recorded: bool
+
+
+class Runner:
+    """Claims jobs of the served ``kinds``, runs them and records their outcomes.
+
+    Options:
+        tasks: every task the App knows, by kind (recovery needs each backstop).
+        kinds: the kinds served, a subset of ``tasks``.
+        worker_id: the ``claimed_by`` of the claims (``worker_id()``).
+        concurrency: the handler threads running the claimed jobs (for ``plan``).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        tasks: Mapping[str, Task[Any, Any]],
+        *,
+        kinds: Collection[str],
+        worker_id: str,
+        concurrency: int = 1,
+    ) -> None:
+        self.backend = backend
+        self.worker_id = worker_id
+        self._tasks = {kind: tasks[kind] for kind in kinds}
+        self._max_failures = {kind: task.max_failures for kind, task in tasks.items()}
+        self.plan = ClaimPlan.for_tasks(self._tasks, concurrency=concurrency)
+
+    def lease_keeper(
+        self, *, recovery_interval: float, on_recovered: Callable[[], None] | None = None
+    ) -> LeaseKeeper:
+        """A keeper for the claims of these tasks (one per worker cycle)."""
+        return LeaseKeeper(
+            self.backend,
+            leases={kind: task.lease for kind, task in self._tasks.items()},
+            max_failures=self._max_failures,
+            recovery_interval=recovery_interval,
+            on_recovered=on_recovered,
+        )
+
+    def claim(
+        self,
+        request: ClaimRequest,
+        *,
+        floors: Mapping[str, ClaimFloor] | None = None,
+        horizon: timedelta = timedelta(0),
+    ) -> list[ClaimedJob]:
+        return self.backend.claim(
+            kinds=request.kinds,
+            limit=request.limit,
+            worker_id=self.worker_id,
+            lease=request.lease,
+            horizon=horizon,
+            floors=floors,
+        )
+
+    def execute(self, job: ClaimedJob) -> Execution:
+        """Run the job's handler in this thread (executor.py: it never raises for a handler)."""
+        return execute(self._tasks[job.kind], job)
+
+    def record(self, executions: Sequence[Execution]) -> set[str]:
+        """Write the outcomes in one fenced ``finish``; returns the ids written (ADR 0104)."""
+        return record(self.backend, executions)
+
+    def run(self, request: ClaimRequest, *, horizon: timedelta = timedelta(0)) -> list[Ran]:
+        """Claim one batch, run it here one job after another, record it; returns the runs.
+
+        Nothing renews these claims: ``request`` should carry the longest
+        lease of its kinds (``ClaimPlan.request(is_renewed=False)``).
+        """
+        jobs = self.claim(request, horizon=horizon)
+        executions = [self.execute(job) for job in jobs]
+        written = self.record(executions)
+        return [Ran(e, e.job.claim.job_id in written) for e in executions]
