@@ -23,8 +23,8 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from venturi.errors import BackendUnavailable, InvalidState, JobNotFound, SchemaMissing
+from venturi.naming import Prefix
 from venturi.postgres.migrator import Migrator
-from venturi.postgres.naming import Prefix
 from venturi.postgres.queries import Queries
 from venturi.types import (
     AppliedMigration,
