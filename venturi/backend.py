@@ -86,11 +86,12 @@ class Backend(Protocol):
         Plain jobs become ``pending`` rows in input order (``created_at`` rises
         through a batch), visible at ``eta`` or database ``now() + delay``. A job
         with a dedup key is offered to its oldest pending sibling of the same kind
-        and key: its ``merge`` decides (``None``: keep), and a merged ref carries the
-        sibling's id with ``merged=True``. Either every job of the call is written or
-        none is; an exception from a ``merge`` resolver propagates, nothing written.
-        With ``connection``, the insert runs inside the caller's transaction and the
-        wake-up is sent when it commits. ``[]`` writes nothing.
+        and key: its ``merge`` decides (without one, the job is inserted as if
+        ``independent``); a merged ref carries the sibling's id, ``merged=True``.
+        Either every job of the call is written or none is; an exception from a
+        ``merge`` resolver propagates, nothing written. With ``connection``, the
+        insert runs inside the caller's transaction and the wake-up is sent when
+        it commits. ``[]`` writes nothing.
         """
         ...
 
