@@ -63,7 +63,8 @@ class PostgresBackend:
         prefix: table-name prefix, validated before anything connects (ADR 6).
         pool_size: maximum pooled connections (a worker uses one for outcomes
             and one for leases, plus the enqueues of the process). Claims have
-            a pool of their own, opened on the first claim (see ``claim``).
+            a pool of their own, opened on the first claim, whose sessions force
+            generic plans (``connections.use_generic_plans``).
         connect_timeout: seconds to wait for a connection before
             ``BackendUnavailable``.
     """
