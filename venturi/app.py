@@ -17,6 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 from venturi.backend import Backend
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
+from venturi.naming import Prefix
 from venturi.registry import Registry, default_registry, set_current_app
 from venturi.schedule import Schedule
 from venturi.task import Task, TaskDecorator, TaskOptions
@@ -85,8 +86,6 @@ class App:
         backend: Backend | None = None,
         set_as_current: bool = True,
     ) -> None:
-        from venturi.postgres.naming import Prefix
-
         self.prefix = Prefix.parse(prefix).value
         self.database_url = database_url
         self.registry = Registry()
@@ -101,8 +100,6 @@ class App:
 
         Only before its backend exists: once built, connections are open on the old ones.
         """
-        from venturi.postgres.naming import Prefix
-
         if self._backend is not None:
             raise ConfigurationError(
                 "cannot change database_url/prefix of an App whose backend already exists "

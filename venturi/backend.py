@@ -9,6 +9,11 @@ PostgreSQL adapter documents which handles it accepts.
 Every method that changes a claimed row takes the ``Claim`` and is fenced on it
 (``status='claimed'``, same ``claimed_by``, same ``run_count``; ADR 19): a
 worker that lost its lease can never overwrite a newer claim's outcome.
+
+Each member's docstring is its contract: what a second implementation must do
+for ``tests/contract/`` (run against every implementation) to pass. Unless a
+member says otherwise, an unreachable store raises ``BackendUnavailable`` and
+a prefix whose tables do not exist raises ``SchemaMissing``.
 """
 
 from __future__ import annotations
@@ -38,33 +43,55 @@ class Listener(Protocol):
     """Wake-ups sent on enqueue (ADR 20), on a connection of its own."""
 
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True when a notification arrived."""
+        """Block up to ``timeout`` s (negative: 0); True as soon as a wake-up arrives
+        (each committed enqueue sends one; a rolled-back one none), False on timeout.
+
+        Subscribes on the first call (earlier enqueues are not seen). After a lost
+        connection it raises ``BackendUnavailable`` once and resubscribes on the next
+        call; wake-ups sent meanwhile are lost, so callers also poll (ADR 20).
+        """
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """End the subscription; idempotent."""
+        ...
 
 
 class Leadership(Protocol):
     """A held, exclusive role (e.g. the one active beat of a prefix)."""
 
     def is_held(self) -> bool:
-        """Check (with a round trip) that the role is still ours."""
+        """Check (with a round trip) that the role is still ours; False, never raising,
+        once the session that holds it is gone (the role went with it)."""
         ...
 
-    def release(self) -> None: ...
+    def release(self) -> None:
+        """Give the role up so the next ``try_lead`` takes it; idempotent, never raises."""
+        ...
 
 
 class Backend(Protocol):
     def migrate(self) -> list[AppliedMigration]:
-        """Apply pending migrations (ADR 24); returns those applied now."""
+        """Apply pending migrations in version order (ADR 24); returns those applied now.
+
+        Idempotent: ``[]`` when up to date. Raises ``ChecksumMismatch`` or
+        ``DatabaseAhead`` (nothing applied), ``MigrationError`` when a file fails
+        (that file rolled back).
+        """
         ...
 
     def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
-        """Insert jobs (deduplicating per ADR 10), one ref per input, in order.
+        """Insert jobs (deduplicating per ADR 10), one ref per input, in input order.
 
-        With ``connection``, the insert runs inside the caller's transaction
-        and the wake-up is sent when it commits. Either every job of the call
-        is written or none is.
+        Plain jobs become ``pending`` rows in input order (``created_at`` rises
+        through a batch), visible at ``eta`` or database ``now() + delay``. A job
+        with a dedup key is offered to its oldest pending sibling of the same kind
+        and key: its ``merge`` decides (without one, the job is inserted as if
+        ``independent``); a merged ref carries the sibling's id, ``merged=True``.
+        Either every job of the call is written or none is; an exception from a
+        ``merge`` resolver propagates, nothing written. With ``connection``, the
+        insert runs inside the caller's transaction and the wake-up is sent when
+        it commits. ``[]`` writes nothing.
         """
         ...
 
@@ -80,6 +107,11 @@ class Backend(Protocol):
     ) -> list[ClaimedJob]:
         """Claim up to ``limit`` eligible jobs of ``kinds`` in tier-then-age order (ADR 3).
 
+        Returned in claim order (priority, ``created_at``, id). Each row becomes
+        ``claimed`` by ``worker_id`` with ``run_count + 1`` (the new fence) and a
+        lease to ``now() + lease``. Rows another claimer holds are skipped, never
+        waited for, so concurrent claimers never take one row twice. ``[]`` without
+        a round trip for no kinds or ``limit <= 0``; ``kinds`` must not repeat.
         Eligible means ``visible_at <= now() + horizon``; a positive horizon is
         only for ``testing.drain(include_scheduled=True)``. A kind with a floor
         is only looked for at or after it in claim order (ADR 0115): rows
@@ -90,68 +122,124 @@ class Backend(Protocol):
     def finish(self, results: Sequence[Finished]) -> set[str]:
         """Record outcomes (row change + journal entry, atomically), fenced per claim.
 
-        Returns the ids whose outcome was written; a missing id had lost its claim.
+        Returns the ids whose outcome was written; a missing id had lost its claim
+        and its row and journal are untouched. COMPLETED and DEAD end the row
+        (``finished_at`` set), PAUSED and RETRIED return it to ``pending`` at
+        ``eta`` or ``now() + delay``; ``is_failure`` adds one failure; ``carry``
+        ``None`` keeps the row's carry. ``[]`` gives ``set()``.
         """
         ...
 
     def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> set[str]:
-        """Extend leases to ``now() + lease``; returns the ids still held."""
+        """Extend leases to ``now() + lease``; returns the ids still held.
+
+        A lost claim is not revived (its row is untouched); ``[]`` gives ``set()``.
+        """
         ...
 
     def release(self, claims: Sequence[Claim]) -> int:
-        """Return unfinished claims to ``pending``, journal ``released``, no failure (ADR 21)."""
+        """Return unfinished claims to ``pending``, journal ``released``, no failure (ADR 21).
+
+        ``visible_at`` is kept, so a released job keeps its place. Claims already
+        finished or lost are skipped, so releasing twice is harmless. Returns how
+        many were released.
+        """
         ...
 
     def recover_stale(
         self, *, max_failures: Mapping[str, int], default_max_failures: int, limit: int
     ) -> int:
-        """Recover up to ``limit`` rows whose lease expired (ADR 19); returns how many."""
+        """Recover up to ``limit`` rows whose lease expired (ADR 19); returns how many.
+
+        Oldest expiry first. Each recovery is a failure: the row goes back to
+        ``pending`` (journal ``stale-recovered``), or ``dead`` (journal ``dead``)
+        when its failures reach its kind's ``max_failures`` (else
+        ``default_max_failures``). Concurrent sweeps never recover one row twice.
+        """
         ...
 
     def time_until_visible(self, kinds: Collection[str]) -> timedelta | None:
         """Database time until the soonest pending ``visible_at`` among ``kinds``.
 
-        ``None`` when no pending job of those kinds exists; zero or negative
-        when one is already due.
+        ``None`` when no pending job of those kinds exists (or no kinds); zero or
+        negative when one is already due.
         """
         ...
 
     def now(self) -> datetime:
-        """The database clock, the one clock of lifecycle columns."""
+        """The database clock, the one clock of lifecycle columns; timezone-aware."""
         ...
 
-    def listen(self) -> Listener: ...
+    def listen(self) -> Listener:
+        """A new subscription to this prefix's enqueue wake-ups; the caller closes it."""
+        ...
 
     def try_lead(self, role: str) -> Leadership | None:
-        """Take the exclusive ``role`` for this prefix, or None when another holds it."""
+        """Take the exclusive ``role`` for this prefix, or None when another holds it.
+
+        Held until released, or until the holder's session ends; other prefixes'
+        roles are independent.
+        """
         ...
 
     def pending_with_dedup_prefix(self, dedup_prefix: str) -> list[JobRow]:
-        """Pending rows whose dedup key starts with ``dedup_prefix`` (beat bookkeeping)."""
+        """Pending rows whose dedup key starts with ``dedup_prefix`` (beat bookkeeping).
+
+        Any kind, in no particular order; ``[]`` when none.
+        """
         ...
 
     def latest_with_dedup_key(self, kind: str, dedup_key: str) -> JobRow | None:
-        """The row of ``kind`` with this dedup key and the latest ``visible_at``, any status."""
+        """The row of ``kind`` with this dedup key and the latest ``visible_at``, any status.
+
+        ``None`` when no row has them.
+        """
         ...
 
-    def get_job(self, job_id: str) -> JobDetail | None: ...
+    def get_job(self, job_id: str) -> JobDetail | None:
+        """The row and its journal in recording (id) order; ``None`` when no such job."""
+        ...
 
     def list_jobs(
         self, *, status: Status | None, kind: str | None, limit: int, after: Cursor | None
-    ) -> Page: ...
+    ) -> Page:
+        """Up to ``limit`` rows newest first (``created_at``, then id, descending), after
+        ``after``, filtered by ``status`` and ``kind`` when given (ADR 18).
+
+        ``next`` is the cursor of the last row when the page is full, else ``None``;
+        rows enqueued meanwhile never appear on later pages.
+        """
+        ...
 
     def retry_job(self, job_id: str) -> JobRow:
-        """``dead`` -> ``pending``, visible now; raises JobNotFound / InvalidState."""
+        """``dead`` -> ``pending``, visible now, failures reset, journal ``retried``.
+
+        Raises ``JobNotFound``, or ``InvalidState`` for any other status (nothing written).
+        """
         ...
 
     def cancel_job(self, job_id: str, note: str = "cancelled") -> JobRow:
-        """``pending`` -> ``dead``, journalled; raises JobNotFound / InvalidState."""
+        """``pending`` (scheduled too) -> ``dead`` with ``finished_at``, journal ``dead``/``note``.
+
+        Raises ``JobNotFound``, or ``InvalidState`` for any other status (nothing written).
+        """
         ...
 
     def cleanup(self, *, older_than: timedelta, status: Status | None, batch_size: int) -> int:
-        """Delete terminal jobs finished before ``now() - older_than``, in batches."""
+        """Delete terminal jobs finished before ``now() - older_than``, in batches.
+
+        Only ``completed``/``dead`` rows (only ``status`` when given), journals
+        with them; batches of ``batch_size`` until one comes back short. Returns
+        how many jobs were deleted; pending and claimed rows are never deleted.
+        """
         ...
 
-    def stats(self) -> Stats: ...
+    def stats(self) -> Stats:
+        """Counts per kind and status (kinds with rows only), scheduled and oldest
+        eligible age per kind; no kinds for an empty queue."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Close the backend's own connections; idempotent. Listeners and
+        leaderships it handed out are closed by their holders."""
+        ...

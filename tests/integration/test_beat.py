@@ -27,7 +27,7 @@ from support import wait_until
 
 import venturi
 from venturi.beat import ROLE, Beat
-from venturi.postgres.naming import Prefix
+from venturi.naming import Prefix
 from venturi.task import Task
 from venturi.worker import Worker
 

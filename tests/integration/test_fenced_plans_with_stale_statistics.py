@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from venturi.postgres.naming import Prefix
+from venturi.naming import Prefix
 from venturi.postgres.queries import Queries
 
 CLAIMS = 500

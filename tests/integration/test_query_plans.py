@@ -31,7 +31,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from venturi.postgres.naming import Prefix
+from venturi.naming import Prefix
 from venturi.postgres.queries import Queries
 
 JOBS = 100_000

@@ -13,8 +13,8 @@ import pytest
 
 import venturi
 from venturi.errors import ChecksumMismatch, DatabaseAhead, MigrationError
+from venturi.naming import Prefix
 from venturi.postgres.migrator import MigrationFile, Migrator, load_migrations
-from venturi.postgres.naming import Prefix
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from venturi.naming import Prefix
 from venturi.postgres.migrator import Migrator, load_migrations
-from venturi.postgres.naming import Prefix
 
 SEED_DDL = (Path(__file__).parent / "seed_schema.sql").read_text()
 

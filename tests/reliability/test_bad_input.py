@@ -48,8 +48,8 @@ from venturi.errors import (
     InvalidSchedule,
     JobNotFound,
 )
+from venturi.naming import MAX_PREFIX_LENGTH
 from venturi.postgres import PostgresBackend
-from venturi.postgres.naming import MAX_PREFIX_LENGTH
 from venturi.serialization import MAX_DEPTH, MAX_ENCODED_BYTES, encode_json
 from venturi.task import MAX_DEDUP_KEY_BYTES, MAX_KIND_BYTES
 from venturi.types import JobRef

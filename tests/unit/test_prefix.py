@@ -6,7 +6,7 @@ import pytest
 
 import venturi
 from venturi.errors import ConfigurationError, InvalidPrefix
-from venturi.postgres.naming import DERIVED_SUFFIXES, MAX_PREFIX_LENGTH, Prefix
+from venturi.naming import DERIVED_SUFFIXES, MAX_PREFIX_LENGTH, Prefix
 
 # Port 1 on loopback: nothing listens, so any attempt to connect would fail loudly
 # with BackendUnavailable instead of the InvalidPrefix these tests expect.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from venturi.backend import Backend
-from venturi.postgres.naming import Prefix
+from venturi.naming import Prefix
 from venturi.postgres.queries import Queries, QueryFileError, parse_queries
 
 

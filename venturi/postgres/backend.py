@@ -1,30 +1,32 @@
-"""PostgresBackend: the Backend protocol on psycopg 3 and psycopg-pool.
+"""PostgresBackend: the Backend protocol as named queries, and the mapping of their rows.
 
-Pool connections run in autocommit mode: a single-statement verb (claim,
-finish, renew, a plain enqueue) is one round trip with no BEGIN/COMMIT, and
-the few verbs that need several statements open a transaction explicitly.
-LISTEN and leadership locks use dedicated connections outside the pool,
-because both are session state (and must survive pool recycling).
-
-Every psycopg error that means "the database is not there" comes out as
-``BackendUnavailable``; nothing psycopg-specific crosses the boundary.
+Sessions, pools and driver-error translation live in ``connections.py``; this
+module holds the verbs (which statements each runs, in which transaction) and
+turns rows into venturi's types.
 """
 
 from __future__ import annotations
 
-import logging
-import select
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
 
-from venturi.errors import BackendUnavailable, InvalidState, JobNotFound, SchemaMissing
+from venturi.errors import InvalidState, JobNotFound
+from venturi.naming import Prefix
+from venturi.postgres.connections import (
+    DEFAULT_CONNECT_TIMEOUT,
+    Connection,
+    Pool,
+    PostgresLeadership,
+    PostgresListener,
+    connect,
+    translated_errors,
+    use_generic_plans,
+)
 from venturi.postgres.migrator import Migrator
-from venturi.postgres.naming import Prefix
 from venturi.postgres.queries import Queries
 from venturi.types import (
     AppliedMigration,
@@ -47,95 +49,10 @@ from venturi.types import (
     Status,
 )
 
-logger = logging.getLogger(__name__)
-
 T = TypeVar("T")
-Connection = psycopg.Connection[Any]
 
-#: How long a caller waits for a pooled connection (or a first connection) before
-#: BackendUnavailable: bounded, so a missing database never hangs a caller.
-DEFAULT_CONNECT_TIMEOUT = 5.0
 #: Batches at least this large go through COPY instead of the one-statement insert.
 COPY_THRESHOLD = 256
-
-
-def _connect_kwargs(connect_timeout: float) -> dict[str, Any]:
-    return {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
-
-
-@contextmanager
-def _translated_errors(prefix: Prefix | None = None) -> Iterator[None]:
-    try:
-        yield
-    except psycopg.errors.UndefinedTable as exc:
-        if prefix is None:
-            raise
-        raise SchemaMissing(prefix.value) from exc
-    except psycopg.OperationalError as exc:
-        raise BackendUnavailable(f"database unavailable: {exc}") from exc
-
-
-class PostgresListener:
-    """LISTEN on the prefix's wake-up channel, on a dedicated connection."""
-
-    def __init__(self, url: str, channel: str, connect_timeout: float) -> None:
-        self._url = url
-        self._channel = channel
-        self._connect_timeout = connect_timeout
-        self._conn: Connection | None = None
-
-    def _connection(self) -> Connection:
-        if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(self._url, **_connect_kwargs(self._connect_timeout))
-            conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self._channel)))
-            self._conn = conn
-        return self._conn
-
-    def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` s. Reconnects on the next call after a broken connection."""
-        try:
-            with _translated_errors():
-                conn = self._connection()
-                woken = False
-                for _ in conn.notifies(timeout=max(0.0, timeout), stop_after=1):
-                    woken = True
-                return woken
-        except BackendUnavailable:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            try:
-                conn.close()
-            except psycopg.Error:
-                logger.debug("error closing listener connection", exc_info=True)
-
-
-class PostgresLeadership:
-    """A session advisory lock held on a connection of its own."""
-
-    def __init__(self, conn: Connection, queries: Queries, lock_name: str) -> None:
-        self._conn = conn
-        self._queries = queries
-        self._lock_name = lock_name
-
-    def is_held(self) -> bool:
-        try:
-            self._queries.ping.one(self._conn)
-        except psycopg.Error:
-            return False
-        return True
-
-    def release(self) -> None:
-        try:
-            if not self._conn.closed:
-                self._queries.advisory_unlock.exec(self._conn, lock_name=self._lock_name)
-        except psycopg.Error:
-            logger.debug("could not unlock %s; closing releases it", self._lock_name)
-        finally:
-            self._conn.close()
 
 
 class PostgresBackend:
@@ -146,7 +63,8 @@ class PostgresBackend:
         prefix: table-name prefix, validated before anything connects (ADR 6).
         pool_size: maximum pooled connections (a worker uses one for outcomes
             and one for leases, plus the enqueues of the process). Claims have
-            a pool of their own, opened on the first claim (see ``claim``).
+            a pool of their own, opened on the first claim, whose sessions force
+            generic plans (``connections.use_generic_plans``).
         connect_timeout: seconds to wait for a connection before
             ``BackendUnavailable``.
     """
@@ -163,28 +81,18 @@ class PostgresBackend:
         self._url = url
         self._connect_timeout = connect_timeout
         self._queries = Queries(self._prefix)
-        self._pool = _Pool(
-            ConnectionPool(
-                url,
-                min_size=1,
-                max_size=pool_size,
-                kwargs=_connect_kwargs(connect_timeout),
-                timeout=connect_timeout,
-                open=False,
-                name=f"venturi-{self._prefix.value}",
-            )
+        self._pool = Pool(
+            url,
+            name=f"venturi-{self._prefix.value}",
+            max_size=pool_size,
+            connect_timeout=connect_timeout,
         )
-        self._claim_pool = _Pool(
-            ConnectionPool(
-                url,
-                min_size=1,
-                max_size=2,
-                kwargs=_connect_kwargs(connect_timeout),
-                timeout=connect_timeout,
-                open=False,
-                name=f"venturi-{self._prefix.value}-claim",
-                configure=_use_generic_plans,
-            )
+        self._claim_pool = Pool(
+            url,
+            name=f"venturi-{self._prefix.value}-claim",
+            max_size=2,
+            connect_timeout=connect_timeout,
+            configure=use_generic_plans,
         )
 
     @property
@@ -192,21 +100,9 @@ class PostgresBackend:
         return self._prefix.value
 
     @contextmanager
-    def _connection(self, pool: _Pool | None = None) -> Iterator[Connection]:
-        try:
-            with (pool or self._pool).connection() as conn, _translated_errors(self._prefix):
-                yield conn
-        except PoolTimeout as exc:
-            raise BackendUnavailable(self._why_unavailable(exc)) from exc
-
-    def _why_unavailable(self, timeout: PoolTimeout) -> str:
-        """The pool only says it timed out; one direct attempt says why (refused, no such db)."""
-        try:
-            psycopg.connect(self._url, **_connect_kwargs(self._connect_timeout)).close()
-        except psycopg.Error as exc:
-            return f"database unavailable: {str(exc).strip()}"
-        waited = self._connect_timeout
-        return f"database unavailable: no pooled connection within {waited}s ({timeout})"
+    def _connection(self, pool: Pool | None = None) -> Iterator[Connection]:
+        with (pool or self._pool).connection() as conn, translated_errors(self._prefix):
+            yield conn
 
     @contextmanager
     def _transaction(self, connection: object | None = None) -> Iterator[Connection]:
@@ -219,7 +115,7 @@ class PostgresBackend:
             raise TypeError(
                 f"connection= takes a psycopg.Connection, got {type(connection).__name__}"
             )
-        with _translated_errors(self._prefix):
+        with translated_errors(self._prefix):
             idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             if idle and not connection.autocommit:
                 # psycopg's transaction() would BEGIN and COMMIT here, publishing the
@@ -229,7 +125,7 @@ class PostgresBackend:
             with connection.transaction():
                 yield connection
 
-    def _run(self, action: Callable[[Connection], T], pool: _Pool | None = None) -> T:
+    def _run(self, action: Callable[[Connection], T], pool: Pool | None = None) -> T:
         with self._connection(pool) as conn:
             return action(conn)
 
@@ -237,8 +133,8 @@ class PostgresBackend:
 
     def migrate(self) -> list[AppliedMigration]:
         with (
-            _translated_errors(),
-            psycopg.connect(self._url, **_connect_kwargs(self._connect_timeout)) as conn,
+            translated_errors(),
+            connect(self._url, self._connect_timeout) as conn,
         ):
             return Migrator(self._prefix).migrate(conn)
 
@@ -446,8 +342,6 @@ class PostgresBackend:
                 limit=limit,
             )
         )
-        if rows:
-            logger.warning("recovered %d job(s) whose lease expired", len(rows))
         return len(rows)
 
     def time_until_visible(self, kinds: Collection[str]) -> timedelta | None:
@@ -467,8 +361,8 @@ class PostgresBackend:
 
     def try_lead(self, role: str) -> PostgresLeadership | None:
         lock_name = self._prefix.lock_name(f"lead:{role}")
-        with _translated_errors():
-            conn = psycopg.connect(self._url, **_connect_kwargs(self._connect_timeout))
+        with translated_errors():
+            conn = connect(self._url, self._connect_timeout)
             try:
                 row = self._queries.try_advisory_lock.one(conn, lock_name=lock_name)
             except psycopg.Error:
@@ -593,99 +487,6 @@ class PostgresBackend:
     def close(self) -> None:
         self._claim_pool.close()
         self._pool.close()
-
-
-class _Pool:
-    """A psycopg pool that opens on first use and never hands out a session the server ended.
-
-    Lazy: a process that never claims never opens the claim pool, and an App
-    that is never used opens nothing.
-
-    Live sessions: when the server ends a session that sits idle in the pool
-    (``pg_terminate_backend``, a restart, an idle timeout), the socket gets the
-    server's goodbye and the pool does not notice; the next statement sent on
-    it would fail. Before handing a connection out, one zero-timeout
-    ``select`` looks for unread input, which an idle session never has
-    otherwise: none (the normal case) costs no round trip; some costs one
-    empty query, and a connection that fails it is closed and replaced (the
-    pool reconnects in the background). psycopg_pool's own ``check=`` is not
-    used: it pays a round trip on every checkout, and after a failed check it
-    sleeps about a second before trying the next connection.
-    """
-
-    def __init__(self, pool: ConnectionPool[Connection]) -> None:
-        self._pool = pool
-        self._is_open = False
-
-    @contextmanager
-    def connection(self) -> Iterator[Connection]:
-        if not self._is_open:
-            self._pool.open(wait=False)
-            self._is_open = True
-        conn = self._live_connection()
-        try:
-            with conn:
-                yield conn
-        finally:
-            self._pool.putconn(conn)
-
-    def _live_connection(self) -> Connection:
-        for _ in range(self._pool.max_size):
-            conn = self._pool.getconn()
-            if _is_live(conn):
-                return conn
-            logger.debug("discarding a pooled connection whose session the server ended")
-            conn.close()
-            self._pool.putconn(conn)  # closed: the pool drops it and connects anew
-        return self._pool.getconn()
-
-    def close(self) -> None:
-        if self._is_open:
-            self._pool.close()
-            self._is_open = False
-
-
-def _is_live(conn: Connection) -> bool:
-    if conn.closed or conn.broken:
-        return False
-    if not _has_input(conn.fileno()):
-        return True
-    try:
-        ConnectionPool.check_connection(conn)
-    except psycopg.Error:
-        return False
-    return True
-
-
-def _has_input(fd: int) -> bool:
-    """Unread input or a hang-up on ``fd``, without blocking; True when unsure.
-
-    ``poll`` where there is one: ``select`` refuses descriptors above 1023,
-    which a busy web server's connections can have.
-    """
-    try:
-        if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            return bool(poller.poll(0))
-        readable, _, _ = select.select([fd], [], [], 0)
-        return bool(readable)
-    except (OSError, ValueError):
-        return True
-
-
-def _use_generic_plans(conn: Connection) -> None:
-    """Claim connections plan ``claim_jobs`` once, not at every claim.
-
-    With bound parameters PostgreSQL re-plans the claim at every execution
-    (its generic plan's estimate, with an unknown number of kinds and limit,
-    never beats the custom plans), which costs about 0.2 ms of a 0.6-1.4 ms
-    claim. The generic plan takes the same per-kind ``_jobs_claim`` probes
-    (tests/integration/test_query_plans.py pins it). Only the claim pool
-    does this: other statements (listing with optional filters) need
-    custom plans.
-    """
-    conn.execute("SET plan_cache_mode = force_generic_plan")
 
 
 def _job_row(row: Mapping[str, Any]) -> JobRow:

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from venturi.errors import ChecksumMismatch, DatabaseAhead, MigrationError
-from venturi.postgres.naming import Prefix
+from venturi.naming import Prefix
 from venturi.types import AppliedMigration
 
 logger = logging.getLogger(__name__)

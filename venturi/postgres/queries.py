@@ -22,7 +22,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 
-from venturi.postgres.naming import Prefix
+from venturi.naming import Prefix
 
 Cardinality = Literal["one", "many", "exec", "copy"]
 _HEADER = re.compile(

@@ -4,6 +4,10 @@ The prefix is substituted into SQL text (table, index, constraint and history
 names cannot be bind parameters), so this check is a security boundary: a
 ``Prefix`` can only be built by ``Prefix.parse``, and only a ``Prefix`` is
 ever substituted.
+
+A product concept, not an adapter detail: ``App`` parses the prefix in its
+constructor, before any backend exists, and importing this module pulls in
+no driver (ADR 8).
 """
 
 from __future__ import annotations

@@ -1,0 +1,69 @@
+"""The implementations the conformance suite runs against, and the jobs it feeds them.
+
+To run the whole suite on another Backend (PgBouncer in front of the test
+server, an in-process adapter), add one entry to ``CASES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ulid import ULID
+
+from venturi.backend import Backend
+from venturi.postgres import PostgresBackend
+from venturi.postgres.backend import COPY_THRESHOLD
+from venturi.types import ClaimedJob, MergeResolver, NewJob, Priority
+
+LEASE = timedelta(minutes=1)
+WORKER = "contract-host:1"
+KIND = "contract.kind"
+
+#: The ``claim_all`` fixture: claims the eligible jobs of some kinds for ``WORKER``.
+ClaimAll = Callable[..., list[ClaimedJob]]
+
+
+@dataclass(frozen=True)
+class BackendCase:
+    """One implementation under test.
+
+    ``build(database_url, prefix)`` makes a Backend on an already migrated
+    prefix of the test database; ``large_batch`` is a batch size that takes
+    its bulk-insert path.
+    """
+
+    name: str
+    build: Callable[[str, str], Backend]
+    large_batch: int
+
+
+def _postgres(database_url: str, prefix: str) -> Backend:
+    return PostgresBackend(database_url, prefix=prefix)
+
+
+CASES = (BackendCase("postgres", _postgres, large_batch=COPY_THRESHOLD + 44),)
+
+
+def new_job(
+    kind: str = KIND,
+    payload: str = "{}",
+    *,
+    priority: Priority = Priority.NORMAL,
+    delay: timedelta = timedelta(0),
+    eta: datetime | None = None,
+    dedup_key: str | None = None,
+    merge: MergeResolver | None = None,
+) -> NewJob:
+    """A NewJob with a fresh ULID, as the task layer would build it."""
+    return NewJob(
+        str(ULID()),
+        kind,
+        payload,
+        priority=priority,
+        delay=delay,
+        eta=eta,
+        dedup_key=dedup_key,
+        merge=merge,
+    )

@@ -1,0 +1,71 @@
+"""The Backend conformance suite's fixtures: every test here runs once per implementation.
+
+As River's driver test suite does, the behaviour of the Backend protocol
+(venturi/backend.py, one contract per member) is written once and run against
+each entry of ``backends.CASES``. Rows are checked with plain SQL (``db``)
+where the protocol has no reader for them, so an implementation under test
+stores into the test database's tables of the module's prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+from backends import CASES, LEASE, WORKER, BackendCase, ClaimAll
+
+from venturi.backend import Backend
+from venturi.postgres import PostgresBackend
+from venturi.types import ClaimedJob
+
+#: Static conformance, verified by mypy: tests/contract/test_backend_typing.py runs it here.
+_backend_check: type[Backend] = PostgresBackend
+
+
+@pytest.fixture(params=CASES, ids=[case.name for case in CASES])
+def backend_case(request: pytest.FixtureRequest) -> BackendCase:
+    case: BackendCase = request.param
+    return case
+
+
+@pytest.fixture
+def build_backend(
+    backend_case: BackendCase, database_url: str, prefix: str
+) -> Iterator[Callable[[], Backend]]:
+    """Builds Backends of the case under test on this module's prefix; closed after the test."""
+    built: list[Backend] = []
+
+    def build() -> Backend:
+        instance = backend_case.build(database_url, prefix)
+        built.append(instance)
+        return instance
+
+    yield build
+    for instance in built:
+        instance.close()
+
+
+@pytest.fixture
+def backend(database_url: str, prefix: str, build_backend: Callable[[], Backend]) -> Backend:
+    """The Backend under test, on this module's prefix with empty tables."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs")
+    return build_backend()
+
+
+@pytest.fixture
+def claim_all(backend: Backend) -> ClaimAll:
+    """Claims the eligible jobs of ``kinds`` for ``WORKER``, in one claim."""
+
+    def claim(
+        kinds: Collection[str] = ("contract.kind",),
+        *,
+        limit: int = 100,
+        lease: timedelta = LEASE,
+        worker_id: str = WORKER,
+    ) -> list[ClaimedJob]:
+        return backend.claim(kinds=kinds, limit=limit, worker_id=worker_id, lease=lease)
+
+    return claim

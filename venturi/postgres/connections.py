@@ -1,0 +1,234 @@
+"""How the PostgreSQL adapter gets its sessions, and what it lets out of them.
+
+Pooled sessions run in autocommit and session state (LISTEN, leadership
+locks) lives on dedicated connections outside the pools: ADR 0100 gives the
+reasons. Every psycopg error that means "the database is not there" leaves
+this module as ``BackendUnavailable``; nothing psycopg-specific crosses the
+Backend boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from venturi.errors import BackendUnavailable, SchemaMissing
+from venturi.naming import Prefix
+from venturi.postgres.queries import Queries
+
+logger = logging.getLogger(__name__)
+
+Connection = psycopg.Connection[Any]
+
+#: How long a caller waits for a pooled connection (or a first connection) before
+#: BackendUnavailable: bounded, so a missing database never hangs a caller.
+DEFAULT_CONNECT_TIMEOUT = 5.0
+
+
+def _connect_kwargs(connect_timeout: float) -> dict[str, Any]:
+    return {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
+
+
+def connect(url: str, connect_timeout: float) -> Connection:
+    """A dedicated autocommit session, outside every pool (ADR 0100)."""
+    return psycopg.connect(url, **_connect_kwargs(connect_timeout))
+
+
+@contextmanager
+def translated_errors(prefix: Prefix | None = None) -> Iterator[None]:
+    """Driver errors out as venturi's: a missing table is ``SchemaMissing`` when
+    the prefix is known, a lost or refused connection ``BackendUnavailable``."""
+    try:
+        yield
+    except psycopg.errors.UndefinedTable as exc:
+        if prefix is None:
+            raise
+        raise SchemaMissing(prefix.value) from exc
+    except psycopg.OperationalError as exc:
+        raise BackendUnavailable(f"database unavailable: {exc}") from exc
+
+
+def use_generic_plans(conn: Connection) -> None:
+    """Claim sessions plan ``claim_jobs`` once; why, and why only the claim pool:
+    docs/design/indexes.md, "Generic plans of the hot statements"."""
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+
+
+class Pool:
+    """A psycopg pool that opens on first use and never hands out a session the server ended.
+
+    Lazy: a process that never claims never opens the claim pool, and an App
+    that is never used opens nothing.
+
+    Live sessions: when the server ends a session that sits idle in the pool
+    (``pg_terminate_backend``, a restart, an idle timeout), the socket gets the
+    server's goodbye and the pool does not notice; the next statement sent on
+    it would fail. Before handing a connection out, one zero-timeout
+    ``select`` looks for unread input, which an idle session never has
+    otherwise: none (the normal case) costs no round trip; some costs one
+    empty query, and a connection that fails it is closed and replaced (the
+    pool reconnects in the background). psycopg_pool's own ``check=`` is not
+    used: it pays a round trip on every checkout, and after a failed check it
+    sleeps about a second before trying the next connection.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        max_size: int,
+        connect_timeout: float,
+        configure: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self._url = url
+        self._connect_timeout = connect_timeout
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            kwargs=_connect_kwargs(connect_timeout),
+            timeout=connect_timeout,
+            open=False,
+            name=name,
+            configure=configure,
+        )
+        self._is_open = False
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A live pooled session; ``BackendUnavailable`` (saying why) when none comes in time."""
+        if not self._is_open:
+            self._pool.open(wait=False)
+            self._is_open = True
+        try:
+            conn = self._live_connection()
+        except PoolTimeout as exc:
+            raise BackendUnavailable(self._why_unavailable(exc)) from exc
+        try:
+            with conn:
+                yield conn
+        finally:
+            self._pool.putconn(conn)
+
+    def _live_connection(self) -> Connection:
+        for _ in range(self._pool.max_size):
+            conn = self._pool.getconn()
+            if _is_live(conn):
+                return conn
+            logger.debug("discarding a pooled connection whose session the server ended")
+            conn.close()
+            self._pool.putconn(conn)  # closed: the pool drops it and connects anew
+        return self._pool.getconn()
+
+    def _why_unavailable(self, timeout: PoolTimeout) -> str:
+        """The pool only says it timed out; one direct attempt says why (refused, no such db)."""
+        try:
+            connect(self._url, self._connect_timeout).close()
+        except psycopg.Error as exc:
+            return f"database unavailable: {str(exc).strip()}"
+        waited = self._connect_timeout
+        return f"database unavailable: no pooled connection within {waited}s ({timeout})"
+
+    def close(self) -> None:
+        if self._is_open:
+            self._pool.close()
+            self._is_open = False
+
+
+def _is_live(conn: Connection) -> bool:
+    if conn.closed or conn.broken:
+        return False
+    if not _has_input(conn.fileno()):
+        return True
+    try:
+        ConnectionPool.check_connection(conn)
+    except psycopg.Error:
+        return False
+    return True
+
+
+def _has_input(fd: int) -> bool:
+    """Unread input or a hang-up on ``fd``, without blocking; True when unsure.
+
+    ``poll`` where there is one: ``select`` refuses descriptors above 1023,
+    which a busy web server's connections can have.
+    """
+    try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([fd], [], [], 0)
+        return bool(readable)
+    except (OSError, ValueError):
+        return True
+
+
+class PostgresListener:
+    """LISTEN on the prefix's wake-up channel, on a dedicated connection."""
+
+    def __init__(self, url: str, channel: str, connect_timeout: float) -> None:
+        self._url = url
+        self._channel = channel
+        self._connect_timeout = connect_timeout
+        self._conn: Connection | None = None
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            conn = connect(self._url, self._connect_timeout)
+            conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self._channel)))
+            self._conn = conn
+        return self._conn
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` s. Reconnects on the next call after a broken connection."""
+        try:
+            with translated_errors():
+                conn = self._connection()
+                woken = False
+                for _ in conn.notifies(timeout=max(0.0, timeout), stop_after=1):
+                    woken = True
+                return woken
+        except BackendUnavailable:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            try:
+                conn.close()
+            except psycopg.Error:
+                logger.debug("error closing listener connection", exc_info=True)
+
+
+class PostgresLeadership:
+    """A session advisory lock held on a connection of its own."""
+
+    def __init__(self, conn: Connection, queries: Queries, lock_name: str) -> None:
+        self._conn = conn
+        self._queries = queries
+        self._lock_name = lock_name
+
+    def is_held(self) -> bool:
+        try:
+            self._queries.ping.one(self._conn)
+        except psycopg.Error:
+            return False
+        return True
+
+    def release(self) -> None:
+        try:
+            if not self._conn.closed:
+                self._queries.advisory_unlock.exec(self._conn, lock_name=self._lock_name)
+        except psycopg.Error:
+            logger.debug("could not unlock %s; closing releases it", self._lock_name)
+        finally:
+            self._conn.close()
