@@ -83,7 +83,7 @@ def drain(
     if not served:
         return []
     backend = app.backend
-    lease = max(tasks[kind].lease for kind in served)
+    lease = max(tasks[kind].options.lease for kind in served)
     horizon = SCHEDULED_HORIZON if include_scheduled else timedelta(0)
     runs: list[Run] = []
     while True:

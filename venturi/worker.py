@@ -184,9 +184,13 @@ class Worker:
         self.prefetch = DEFAULT_PREFETCH if prefetch is None else prefetch
         self.worker_id = worker_id()
         self._tasks: dict[str, Task[Any, Any]] = {kind: known[kind] for kind in served}
-        self._max_failures = {kind: task.max_failures for kind, task in known.items()}
-        self._leases = {kind: task.lease for kind, task in self._tasks.items()}
-        self._caps = {k: t.concurrency for k, t in self._tasks.items() if t.concurrency is not None}
+        self._max_failures = {kind: task.options.max_failures for kind, task in known.items()}
+        self._leases = {kind: task.options.lease for kind, task in self._tasks.items()}
+        self._caps = {
+            k: t.options.concurrency
+            for k, t in self._tasks.items()
+            if t.options.concurrency is not None
+        }
 
         # Guards the start/stop state and every _Runtime's bookkeeping; handlers
         # notify ``_changed`` when a job ends (stop() waits on it within the grace).
