@@ -17,10 +17,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 from venturi.backend import Backend
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
-from venturi.naming import Prefix
+from venturi.naming import DEFAULT_PREFIX, Prefix
+from venturi.options import TaskOptions
 from venturi.registry import Registry, default_registry, set_current_app
 from venturi.schedule import Schedule
-from venturi.task import Task, TaskDecorator, TaskOptions
+from venturi.serialization import is_storable_text
+from venturi.task import Task, TaskDecorator
 from venturi.types import AppliedMigration, Cursor, JobDetail, JobRow, Page, Stats, Status
 
 logger = logging.getLogger(__name__)
@@ -32,20 +34,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _is_text(value: str) -> bool:
-    """Whether PostgreSQL ``text`` can hold ``value`` (no NUL, valid UTF-8)."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _job_id(job_id: str) -> str:
     """An id the database cannot even hold names no job: refused before any SQL."""
-    if not isinstance(job_id, str) or not _is_text(job_id):
+    if not isinstance(job_id, str) or not is_storable_text(job_id):
         raise JobNotFound(job_id)
     return job_id
 
@@ -81,7 +72,7 @@ class App:
     def __init__(
         self,
         database_url: str | None = None,
-        prefix: str = "venturi",
+        prefix: str = DEFAULT_PREFIX,
         *,
         backend: Backend | None = None,
         set_as_current: bool = True,
@@ -178,7 +169,7 @@ class App:
 
     def schedules(self) -> list[Schedule]:
         """Schedules from ``app.periodic`` plus those declared with ``@task(schedule=...)``."""
-        declared = [Schedule.from_task(t) for t in self.tasks().values() if t.schedule]
+        declared = [Schedule.from_task(t) for t in self.tasks().values() if t.options.schedule]
         return declared + list(self._schedules)
 
     def migrate(self) -> list[AppliedMigration]:
@@ -201,7 +192,7 @@ class App:
         after: Cursor | None = None,
     ) -> Page:
         """One page of jobs, newest first; pass ``page.next`` as ``after`` for the next one."""
-        if kind is not None and not _is_text(kind):
+        if kind is not None and not is_storable_text(kind):
             raise InvalidArgument(f"kind {kind!r} is not text PostgreSQL can hold")
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")

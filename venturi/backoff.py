@@ -68,3 +68,13 @@ class Exponential:
 
     def __call__(self, failure_count: int) -> timedelta:
         return exponential_backoff(failure_count, base=self.base, cap=self.cap, rand=self.rand)
+
+
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """A constant retry delay, from ``@task(backoff=timedelta(...))`` or a number of seconds."""
+
+    delay: timedelta
+
+    def __call__(self, failure_count: int) -> timedelta:
+        return self.delay

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 
-from venturi.errors import ConfigurationError, VenturiError
+from venturi.errors import ConfigurationError, VenturiError, describe_exception
 from venturi.types import Cursor, JobDetail, JobRow, JournalEntry, Stats, Status
 
 if TYPE_CHECKING:
@@ -199,12 +199,12 @@ def load_app(spec: str) -> App:
         if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
             raise UsageError(f"cannot import module {module_name!r} (--app {spec})") from exc
         raise UsageError(
-            f"importing {module_name!r} (--app {spec}) failed: {_describe(exc)}"
+            f"importing {module_name!r} (--app {spec}) failed: {describe_exception(exc)}"
         ) from exc
     except Exception as exc:
         logger.debug("importing %s failed", module_name, exc_info=True)
         raise UsageError(
-            f"importing {module_name!r} (--app {spec}) failed: {_describe(exc)}"
+            f"importing {module_name!r} (--app {spec}) failed: {describe_exception(exc)}"
         ) from exc
     for name in attribute.split("."):
         if not hasattr(target, name):
@@ -504,7 +504,7 @@ def _stats_lines(stats: Stats) -> list[str]:
     return format_table(header, [*rows, totals], right=range(1, len(header)))
 
 
-def _seconds(age: timedelta | None) -> float | None:
+def _total_seconds(age: timedelta | None) -> float | None:
     return age.total_seconds() if age is not None else None
 
 
@@ -553,11 +553,11 @@ def _stats_json(stats: Stats) -> dict[str, Any]:
                 "kind": kind.kind,
                 "counts": {s.value: kind.counts.get(s, 0) for s in Status},
                 "scheduled": kind.scheduled,
-                "oldest_eligible_age_seconds": _seconds(kind.oldest_eligible_age),
+                "oldest_eligible_age_seconds": _total_seconds(kind.oldest_eligible_age),
             }
             for kind in stats.kinds
         ],
-        "oldest_eligible_age_seconds": _seconds(stats.oldest_eligible_age),
+        "oldest_eligible_age_seconds": _total_seconds(stats.oldest_eligible_age),
     }
 
 
@@ -753,11 +753,6 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------- main
 
 
-def _describe(exc: BaseException) -> str:
-    message = _one_line(str(exc))
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
 def _report(message: str) -> None:
     sys.stderr.write(f"{PROG}: error: {_one_line(message)}\n")
 
@@ -812,6 +807,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     except Exception as exc:
         logger.debug("unexpected error", exc_info=True)
-        _report(f"unexpected {_describe(exc)} (run with -v for the traceback)")
+        _report(f"unexpected {describe_exception(exc)} (run with -v for the traceback)")
         return EXIT_FAILURE
     return status

@@ -26,7 +26,8 @@ The tree::
 
 ``Fail`` and ``Retry`` are control flow raised *by handlers*; they are not
 ``VenturiError`` so that ``except VenturiError`` around ``.delay()`` never
-swallows them.
+swallows them. ``describe_exception`` is how any exception is shown in one
+line, in journal notes and in CLI errors alike.
 """
 
 from __future__ import annotations
@@ -182,3 +183,9 @@ class Retry(Exception):
         super().__init__(message)
         self.message = message
         self.delay = timedelta(seconds=delay) if isinstance(delay, int | float) else delay
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"Type: message"``, or just ``"Type"`` when the message is empty."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from venturi.types import MergeAction
+from venturi.types import MergeAction, MergeDecision
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +74,15 @@ MergeFunction = Callable[[dict[str, Any], dict[str, Any]], Merge]
 def keep_existing(existing: dict[str, Any], incoming: dict[str, Any]) -> Merge:
     """The default merge function: the first pending job wins."""
     return _KEEP
+
+
+def resolve_keep(existing: Mapping[str, Any]) -> MergeDecision:
+    """The backend-side resolver (``NewJob.merge``) that always keeps the sibling.
+
+    What ``keep_existing`` amounts to, without decoding either payload; beat's
+    rows use it whatever the task's own merge function (``Schedule.new_job``).
+    """
+    return _KEEP_DECISION
+
+
+_KEEP_DECISION = MergeDecision(MergeAction.KEEP)

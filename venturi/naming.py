@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from venturi.errors import InvalidPrefix
 
+#: The prefix of an App (and an adapter) not told otherwise.
+DEFAULT_PREFIX = "venturi"
 _PATTERN = re.compile(r"^[a-z_][a-z0-9_]*$")
 _IDENTIFIER_LIMIT = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes
 

@@ -25,7 +25,8 @@ from zoneinfo import ZoneInfo
 
 from venturi.cron import next_tick, previous_tick, validate_schedule, zone
 from venturi.errors import InvalidSchedule
-from venturi.types import MergeAction, MergeDecision, NewJob
+from venturi.merge import resolve_keep
+from venturi.types import NewJob
 
 if TYPE_CHECKING:
     from venturi.task import Task
@@ -87,9 +88,10 @@ class Schedule:
     @classmethod
     def from_task(cls, task: Task[Any, Any]) -> Schedule:
         """The schedule of ``@task(schedule=..., timezone=...)``, named after its kind."""
-        if task.schedule is None:
+        options = task.options
+        if options.schedule is None:
             raise InvalidSchedule(f"task {task.kind!r} declares no schedule")
-        return cls.declare(task.schedule, task, timezone=task.timezone)
+        return cls.declare(options.schedule, task, timezone=options.timezone)
 
     @property
     def dedup_key(self) -> str:
@@ -115,7 +117,7 @@ class Schedule:
         the task's own merge decision is not consulted for scheduled rows.
         """
         job = self.task.new_job(self.args, dict(self.kwargs), eta=eta, dedup_key=self.dedup_key)
-        return dataclasses.replace(job, merge=_keep_existing)
+        return dataclasses.replace(job, merge=resolve_keep)
 
 
 def duplicate_names(schedules: Iterable[Schedule]) -> list[str]:
@@ -125,10 +127,6 @@ def duplicate_names(schedules: Iterable[Schedule]) -> list[str]:
     for schedule in schedules:
         (duplicates if schedule.name in seen else seen).add(schedule.name)
     return sorted(duplicates)
-
-
-def _keep_existing(existing: Mapping[str, Any]) -> MergeDecision:
-    return MergeDecision(MergeAction.KEEP)
 
 
 def _validated_name(name: object) -> str:

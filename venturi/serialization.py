@@ -7,8 +7,8 @@ naming what was encoded and the path of the bad value (``$.items[3].price``).
 Refused:
     * NaN and ±infinity (orjson would silently write ``null``);
     * integers outside 64 bits (orjson's range, ``-2**63 .. 2**64 - 1``);
-    * strings containing NUL (``jsonb`` cannot hold ``\\u0000``), keys too;
-      strings with lone surrogates (not valid UTF-8);
+    * strings PostgreSQL cannot store (``is_storable_text``), keys too: with
+      NUL (``jsonb`` cannot hold ``\\u0000``) or lone surrogates (not UTF-8);
     * object keys that are not plain ``str``;
     * bytes, sets, ``timedelta`` and any type orjson cannot encode;
     * containers nested deeper than ``MAX_DEPTH`` (orjson's limit);
@@ -23,14 +23,8 @@ Encoded on the way in, and what comes back:
       precision is lost to a float; an ``Enum`` member -> its value;
     * a dataclass instance -> an object of its fields; a tuple -> an array.
 
-JSON has no types, so a handler receives plain JSON values back (strings,
-numbers, lists, dicts) unless its parameters say otherwise:
-``Task.invoke`` converts, by the handler's annotations, values for parameters
-annotated ``datetime``, ``date``, ``time``, ``UUID``, ``Decimal``, an ``Enum``,
-a dataclass, or those nested in ``X | None``, ``list[X]``, ``tuple[...]`` and
-``dict[str, X]`` (see ``converter_for``). Parameters whose annotations need no
-conversion cost nothing. ``decode_carry`` does the same for a task's
-``carry=SomeDataclass``.
+A handler gets plain JSON values back unless its annotations ask for more:
+that conversion is ``venturi.conversion``'s job.
 
 Speed: this is the enqueue hot path (a 1 KiB payload costs about 2-3x
 ``orjson.dumps`` alone, a few microseconds). orjson encodes first, then two byte
@@ -46,12 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
-import types
-import typing
-from collections.abc import Callable, Mapping
 from datetime import date, datetime, time
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import Enum
 from typing import Any, Final
 from uuid import UUID
@@ -69,8 +59,20 @@ MAX_DEPTH: Final = 254
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 
-#: A function turning a decoded JSON value into the annotated Python type.
-Converter = Callable[[Any], Any]
+
+def is_storable_text(value: str) -> bool:
+    """Whether PostgreSQL ``text`` (and a ``jsonb`` string) can hold ``value``.
+
+    It cannot hold NUL, nor a string with lone surrogates (not valid UTF-8).
+    The one check behind every refusal or repair of text bound for storage.
+    """
+    if "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _encode_default(value: object) -> object:
@@ -212,13 +214,11 @@ def _find_problem(value: object, depth: int) -> _Problem | None:
 
 
 def _string_problem(value: str) -> _Problem | None:
+    if is_storable_text(value):
+        return None
     if "\x00" in value:
         return _Problem("strings must not contain NUL (\\u0000): jsonb cannot store it")
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return _Problem("string is not valid UTF-8 (lone surrogate)")
-    return None
+    return _Problem("string is not valid UTF-8 (lone surrogate)")
 
 
 def _container_problem(value: object, depth: int) -> _Problem | None:
@@ -249,225 +249,3 @@ def _container_problem(value: object, depth: int) -> _Problem | None:
 
 def _is_dataclass_instance(value: object) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type)
-
-
-def encode_carry(value: object, carry_type: type | None) -> str:
-    """Encode a run's carry. With a declared ``carry_type``, the value must be one (or None)."""
-    if carry_type is not None and value is not None and not isinstance(value, carry_type):
-        raise InvalidPayload(
-            f"carry must be a {carry_type.__qualname__} or None, not {type(value).__qualname__}"
-        )
-    return encode_json(value, what="carry")
-
-
-def decode_carry(raw: Any, carry_type: type | None) -> Any:
-    """Turn a decoded carry (JSON value) back into ``carry_type`` when one is declared.
-
-    ``None`` stays ``None`` (the first run). Raises ``InvalidPayload`` when the
-    stored object no longer fits the dataclass (fields renamed or removed).
-    """
-    if raw is None or carry_type is None:
-        return raw
-    convert = converter_for(carry_type)
-    if convert is None:
-        return raw
-    try:
-        return convert(raw)
-    except (TypeError, ValueError) as exc:
-        raise InvalidPayload(f"stored carry does not fit {carry_type.__qualname__}: {exc}") from exc
-
-
-def converter_for(annotation: object) -> Converter | None:
-    """A converter from decoded JSON to ``annotation``, or None when none is needed.
-
-    Converters raise ``TypeError``/``ValueError`` when a value does not fit;
-    values that already have the annotated type pass through unchanged.
-    Other annotations (``Any``, ``str``, ``int``, unresolved names) need none.
-    """
-    try:
-        return _converters[annotation]
-    except KeyError:
-        converter = _converters[annotation] = _build_converter(annotation)
-        return converter
-    except TypeError:  # an unhashable annotation, e.g. with Annotated metadata
-        return _build_converter(annotation)
-
-
-_converters: dict[object, Converter | None] = {}
-
-
-def _build_converter(annotation: object) -> Converter | None:
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return converter_for(typing.get_args(annotation)[0])
-    if origin is typing.Union or origin is types.UnionType:
-        return _union_converter(typing.get_args(annotation))
-    if origin in (list, tuple, dict):
-        return _generic_converter(origin, typing.get_args(annotation))
-    if not isinstance(annotation, type):
-        return None
-    if annotation in (datetime, date, time, UUID):
-        return _text_converter(annotation)
-    if annotation is Decimal:
-        return _to_decimal
-    if issubclass(annotation, Enum):
-        return _enum_converter(annotation)
-    if dataclasses.is_dataclass(annotation):
-        return _DataclassConverter(annotation)
-    return None
-
-
-def _text_converter(kind: type) -> Converter:
-    parse: Callable[[str], Any] = UUID if kind is UUID else kind.fromisoformat  # type: ignore[attr-defined]
-
-    def convert(value: Any) -> Any:
-        if value is None or isinstance(value, kind):
-            return value
-        if not isinstance(value, str):
-            raise TypeError(f"expected {kind.__qualname__} as text, got {value!r}")
-        return parse(value)
-
-    return convert
-
-
-def _to_decimal(value: Any) -> Decimal | None:
-    if value is None or isinstance(value, Decimal):
-        return value
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise TypeError(f"expected a decimal as text or number, got {value!r}")
-    try:
-        return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
-    except InvalidOperation as exc:
-        raise ValueError(f"{value!r} is not a decimal number") from exc
-
-
-def _enum_converter(kind: type[Enum]) -> Converter:
-    def convert(value: Any) -> Any:
-        if value is None or isinstance(value, kind):
-            return value
-        return kind(value)
-
-    return convert
-
-
-def _union_converter(members: tuple[Any, ...]) -> Converter | None:
-    present = [m for m in members if m is not type(None)]
-    if len(present) != 1:
-        return None
-    inner = converter_for(present[0])
-    if inner is None:
-        return None
-
-    def convert(value: Any) -> Any:
-        return None if value is None else inner(value)
-
-    return convert
-
-
-def _generic_converter(origin: object, args: tuple[Any, ...]) -> Converter | None:
-    if origin is list:
-        return _list_converter(converter_for(args[0])) if args else None
-    if origin is dict:
-        return _dict_converter(converter_for(args[1])) if len(args) == 2 else None
-    if len(args) == 2 and args[1] is Ellipsis:
-        return _tuple_converter(converter_for(args[0]) or _identity, None)
-    return _tuple_converter(None, [converter_for(a) or _identity for a in args])
-
-
-def _list_converter(item: Converter | None) -> Converter | None:
-    if item is None:
-        return None
-    return lambda value: [item(v) for v in _sequence(value)]
-
-
-def _dict_converter(item: Converter | None) -> Converter | None:
-    if item is None:
-        return None
-    return lambda value: {k: item(v) for k, v in _mapping(value).items()}
-
-
-def _tuple_converter(repeated: Converter | None, items: list[Converter] | None) -> Converter:
-    """``tuple[X, ...]`` (``repeated``) or ``tuple[A, B]`` (``items``, one per position)."""
-
-    def convert(value: Any) -> tuple[Any, ...]:
-        values = _sequence(value)
-        if repeated is not None:
-            return tuple(repeated(v) for v in values)
-        assert items is not None
-        if len(values) != len(items):
-            raise ValueError(f"expected {len(items)} items, got {len(values)}")
-        return tuple(c(v) for c, v in zip(items, values, strict=True))
-
-    return convert
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _sequence(value: Any) -> list[Any] | tuple[Any, ...]:
-    if not isinstance(value, list | tuple):
-        raise TypeError(f"expected an array, got {type(value).__qualname__}")
-    return value
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"expected an object, got {type(value).__qualname__}")
-    return value
-
-
-class _DataclassConverter:
-    """Builds a dataclass from a JSON object, converting its fields by their annotations.
-
-    Field converters are resolved on first use, so a dataclass that refers to
-    itself (or to one declared later in its module) works.
-    """
-
-    def __init__(self, cls: type) -> None:
-        self._cls = cls
-        self._fields: dict[str, Converter | None] | None = None
-
-    def _field_converters(self) -> dict[str, Converter | None]:
-        if self._fields is None:
-            hints = resolve_annotations(
-                self._cls,
-                {f.name: f.type for f in dataclasses.fields(self._cls) if f.init},
-            )
-            self._fields = {name: converter_for(hint) for name, hint in hints.items()}
-        return self._fields
-
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, self._cls) or value is None:
-            return value
-        fields = self._field_converters()
-        data = dict(_mapping(value))
-        unknown = data.keys() - fields.keys()
-        if unknown:
-            raise TypeError(f"{self._cls.__qualname__} has no field(s) {sorted(unknown)}")
-        for name, convert in fields.items():
-            if convert is not None and name in data:
-                data[name] = convert(data[name])
-        return self._cls(**data)
-
-
-def resolve_annotations(owner: object, annotations: Mapping[str, object]) -> dict[str, object]:
-    """Evaluate string annotations (``from __future__ import annotations``) one by one.
-
-    Names that cannot be resolved (e.g. imported only under ``TYPE_CHECKING``)
-    resolve to ``object``: their values are passed through unconverted rather
-    than failing the whole handler.
-    """
-    globalns = getattr(owner, "__globals__", None)
-    if globalns is None:
-        module = sys.modules.get(getattr(owner, "__module__", ""))
-        globalns = vars(module) if module is not None else {}
-    resolved: dict[str, object] = {}
-    for name, annotation in annotations.items():
-        holder = types.SimpleNamespace(__annotations__={name: annotation})
-        try:
-            hints = typing.get_type_hints(holder, globalns=globalns, include_extras=True)
-            resolved[name] = hints[name]
-        except Exception:  # any failure to evaluate means: no conversion
-            resolved[name] = object
-    return resolved

@@ -353,13 +353,13 @@ class Worker:
                 runtime.prefetch.observe(time.monotonic() - taken)
                 self._changed.notify_all()
                 is_abandoned = entry.is_abandoned
+                if execution is not None and not is_abandoned:
+                    # Queued under the lock: stop() releases under it before it ends the
+                    # committer, so no outcome is produced after the committer's last batch.
+                    runtime.committer.put(execution)
                 # Wake the claim loop only when a claim is due, not after every job.
                 should_claim = runtime.runner.plan.is_capped(job.kind) or self._room(runtime) > 0
-            if execution is None:
-                if should_claim:
-                    runtime.waiter.wake()
-                continue
-            if is_abandoned:
+            if execution is not None and is_abandoned:
                 logger.warning(
                     "job %s (kind %s) ended after it was released at shutdown; "
                     "its %s outcome was discarded",
@@ -368,9 +368,7 @@ class Worker:
                     execution.outcome.kind.value,
                     extra={"job_id": job_id, "kind": job.kind},
                 )
-                continue
-            runtime.committer.put(execution)
-            if should_claim:
+            elif should_claim:
                 runtime.waiter.wake()
 
     def _execute(self, runtime: _Runtime, job: ClaimedJob) -> Execution | None:

@@ -49,9 +49,9 @@ from venturi.errors import (
     JobNotFound,
 )
 from venturi.naming import MAX_PREFIX_LENGTH
+from venturi.options import MAX_DEDUP_KEY_BYTES, MAX_KIND_BYTES
 from venturi.postgres import PostgresBackend
 from venturi.serialization import MAX_DEPTH, MAX_ENCODED_BYTES, encode_json
-from venturi.task import MAX_DEDUP_KEY_BYTES, MAX_KIND_BYTES
 from venturi.types import JobRef
 from venturi.worker import Worker
 

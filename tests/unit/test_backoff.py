@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from venturi.backoff import DEFAULT_CAP, Exponential, exponential_backoff
+from venturi.backoff import DEFAULT_CAP, Exponential, Fixed, exponential_backoff
+from venturi.options import TaskOptions
 from venturi.registry import Registry
-from venturi.task import Task, TaskOptions, make_task
+from venturi.task import Task, TaskDecorator
 
 
 def test_first_failure_waits_between_half_a_second_and_a_second() -> None:
@@ -72,7 +73,12 @@ def handler(n: int) -> None: ...
 
 
 def task_with(**options: object) -> Task[..., None]:
-    return make_task(handler, TaskOptions.parse(**options), registry=Registry(), app=None)
+    return TaskDecorator(TaskOptions.parse(**options), registry=Registry())(handler)
+
+
+def test_fixed_waits_the_same_delay_after_every_failure() -> None:
+    fixed = Fixed(timedelta(seconds=3))
+    assert fixed(1) == fixed(50) == timedelta(seconds=3)
 
 
 def test_a_task_uses_the_default_exponential_backoff() -> None:

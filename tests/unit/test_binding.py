@@ -16,22 +16,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from venturi.binding import Binding
 from venturi.context import Context
 from venturi.errors import (
     ArgumentsMismatch,
+    ConfigurationError,
     EnqueueError,
     InvalidDelay,
     InvalidPayload,
     InvalidPriority,
 )
 from venturi.merge import Merge
+from venturi.options import MAX_DEDUP_KEY_BYTES, TaskOptions
 from venturi.registry import Registry
-from venturi.task import MAX_DEDUP_KEY_BYTES, Task, TaskOptions, make_task
+from venturi.task import Task, TaskDecorator
 from venturi.types import MergeAction, NewJob, Priority
 
 
 def build(fn: Callable[..., Any], **options: Any) -> Task[..., Any]:
-    return make_task(fn, TaskOptions.parse(**options), registry=Registry(), app=None)
+    return TaskDecorator(TaskOptions.parse(**options), registry=Registry())(fn)
 
 
 def send(ctx: Context, to: str, subject: str = "hello", *, urgent: bool = False) -> str:
@@ -107,16 +110,16 @@ def test_positional_only_arguments_are_stored_by_name() -> None:
     t = build(positional_only)
     job = t.new_job((1, 5), {"c": 6})
     assert payload(job) == {"a": 1, "b": 5, "c": 6}
-    assert t.invoke(None, payload(job)) == (1, 5, 6)
-    assert t.invoke(None, {"a": 1, "c": 9}) == (1, 2, 9)
+    assert t.binding.prepare(None, payload(job))() == (1, 5, 6)
+    assert t.binding.prepare(None, {"a": 1, "c": 9})() == (1, 2, 9)
 
 
 def test_star_args_are_stored_as_an_array_and_extra_keywords_beside_the_named_ones() -> None:
     t = build(variadic)
     job = t.new_job((1, 2, 3), {"colour": "red"})
     assert payload(job) == {"first": 1, "rest": [2, 3], "colour": "red"}
-    assert t.invoke(None, payload(job)) == (1, (2, 3), {"colour": "red"})
-    assert t.invoke(None, {"first": 1}) == (1, (), {})
+    assert t.binding.prepare(None, payload(job))() == (1, (2, 3), {"colour": "red"})
+    assert t.binding.prepare(None, {"first": 1})() == (1, (), {})
 
 
 def test_an_extra_keyword_that_collides_with_a_parameter_name_is_refused() -> None:
@@ -315,7 +318,7 @@ def test_a_combined_payload_that_is_not_json_is_refused() -> None:
         job.merge({"to": "a"})
 
 
-# -- running: direct calls and invoke ------------------------------------------------
+# -- running: direct calls and prepare ------------------------------------------------
 
 
 def test_calling_the_task_runs_the_handler_now_with_a_fresh_context() -> None:
@@ -337,14 +340,14 @@ def test_calling_the_task_runs_the_handler_now_with_a_fresh_context() -> None:
     )
 
 
-def test_invoke_passes_the_workers_context_and_the_stored_arguments() -> None:
+def test_prepare_passes_the_workers_context_and_the_stored_arguments() -> None:
     t = build(send, kind="mail")
     ctx = Context(job_id="J", kind="mail", run_count=1, failure_count=0)
-    assert t.invoke(ctx, {"to": "a", "urgent": True}) == "mail:a:hello:True"
+    assert t.binding.prepare(ctx, {"to": "a", "urgent": True})() == "mail:a:hello:True"
 
 
-def test_invoke_without_a_context_makes_a_fresh_one() -> None:
-    assert build(send, kind="mail").invoke(None, {"to": "a"}) == "mail:a:hello:False"
+def test_prepare_without_a_context_makes_a_fresh_one() -> None:
+    assert build(send, kind="mail").binding.prepare(None, {"to": "a"})() == "mail:a:hello:False"
 
 
 @pytest.mark.parametrize(
@@ -365,7 +368,7 @@ def test_a_payload_that_no_longer_fits_is_refused_before_the_handler_runs(
         calls.append(to)
 
     with pytest.raises(ArgumentsMismatch, match=reason):
-        build(handler).invoke(None, stored)
+        build(handler).binding.prepare(None, stored)()
     assert calls == []
 
 
@@ -374,7 +377,7 @@ def test_a_type_error_raised_inside_the_handler_is_not_a_mismatch() -> None:
         raise TypeError("a bug in the handler")
 
     with pytest.raises(TypeError, match="a bug in the handler") as caught:
-        build(handler).invoke(None, {"n": 1})
+        build(handler).binding.prepare(None, {"n": 1})()
     assert not isinstance(caught.value, ArgumentsMismatch)
 
 
@@ -384,8 +387,8 @@ def test_prepare_tells_a_stale_payload_from_a_mismatch_the_handler_raises() -> N
 
     t = build(handler)
     with pytest.raises(ArgumentsMismatch, match="missing n"):
-        t.prepare(None, {})
-    call = t.prepare(None, {"n": 1})
+        t.binding.prepare(None, {})
+    call = t.binding.prepare(None, {"n": 1})
     with pytest.raises(ArgumentsMismatch, match="handler's own"):
         call()
 
@@ -395,7 +398,7 @@ def test_a_mismatch_in_a_variadic_signature_is_found_before_the_call() -> None:
         raise AssertionError("must not run")
 
     with pytest.raises(ArgumentsMismatch):
-        build(handler).invoke(None, {"a": 1})
+        build(handler).binding.prepare(None, {"a": 1})()
 
 
 @dataclasses.dataclass
@@ -424,7 +427,7 @@ def typed(
     }
 
 
-def test_invoke_converts_values_back_by_the_handlers_annotations() -> None:
+def test_prepare_converts_values_back_by_the_handlers_annotations() -> None:
     t = build(typed)
     when = datetime(2026, 5, 1, 8, 30, tzinfo=timezone(timedelta(hours=2)))
     home = Address("Paris", date(2020, 1, 1))
@@ -432,7 +435,7 @@ def test_invoke_converts_values_back_by_the_handlers_annotations() -> None:
         (when, UUID(int=5), Decimal("10.50"), home, [home]),
         {"maybe": date(2026, 1, 2), "raw": "2026-01-02"},
     )
-    assert t.invoke(None, payload(job)) == {
+    assert t.binding.prepare(None, payload(job))() == {
         "when": when,
         "ident": UUID(int=5),
         "amount": Decimal("10.50"),
@@ -450,7 +453,7 @@ def test_a_stored_value_that_no_longer_fits_its_annotation_is_a_mismatch() -> No
     )
     stored["home"] = {"town": "renamed"}
     with pytest.raises(ArgumentsMismatch, match="'home' does not fit"):
-        t.invoke(None, stored)
+        t.binding.prepare(None, stored)()
 
 
 def test_annotations_that_cannot_be_resolved_pass_values_through() -> None:
@@ -458,7 +461,9 @@ def test_annotations_that_cannot_be_resolved_pass_values_through() -> None:
     exec(  # a handler whose annotation names a type that does not exist at run time
         "def handler(x: 'Missing') -> object:\n    return x\n", namespace
     )
-    assert build(namespace["handler"], kind="unresolved").invoke(None, {"x": {"a": 1}}) == {"a": 1}
+    assert build(namespace["handler"], kind="unresolved").binding.prepare(
+        None, {"x": {"a": 1}}
+    )() == {"a": 1}
 
 
 # -- the fast binding path agrees with inspect.Signature.bind ------------------------
@@ -487,3 +492,113 @@ def test_binding_accepts_and_refuses_exactly_what_python_would(
             t.new_job(args, kwargs)
     else:
         assert payload(t.new_job(args, kwargs)) == expected
+
+
+@dataclasses.dataclass
+class Point:
+    x: float
+    y: float
+
+
+def carried(carry: type | None) -> Binding[None]:
+    def handler(ctx: Context) -> None: ...
+
+    return Binding(handler, kind="carried", carry=carry)
+
+
+# -- the Binding object on its own: enqueue side, run side, carry ------------------
+
+
+def report(ctx: Context, job: str, copies: int = 1, *, draft: bool = False) -> str:
+    return f"{ctx.kind}:{ctx.job_id}:{job}:{copies}:{draft}"
+
+
+def test_binding_reads_the_context_parameter_and_the_required_arguments() -> None:
+    binding = Binding(report, kind="report")
+    assert binding.takes_context
+    assert binding.required == frozenset({"job"})
+    assert not Binding(positional_only, kind="p").takes_context
+    assert Binding(positional_only, kind="p").required == frozenset({"a"})
+
+
+def test_binding_refuses_a_handler_whose_signature_cannot_be_read() -> None:
+    with pytest.raises(ConfigurationError, match="cannot read the signature"):
+        Binding(min, kind="builtin")
+
+
+def test_bind_gives_the_named_arguments_and_with_defaults_fills_in_the_rest() -> None:
+    binding = Binding(report, kind="report")
+    arguments = binding.bind(("r-1",), {"draft": True})
+    assert arguments == {"job": "r-1", "draft": True}
+    assert binding.with_defaults(arguments) == {"job": "r-1", "copies": 1, "draft": True}
+
+
+def test_encode_payload_is_strict_json_named_after_the_kind() -> None:
+    binding = Binding(report, kind="report")
+    assert orjson.loads(binding.encode_payload({"job": "r-1"})) == {"job": "r-1"}
+    with pytest.raises(InvalidPayload, match=r"payload of 'report'.*at \$\.job"):
+        binding.encode_payload({"job": float("nan")})
+
+
+def test_encode_combined_checks_the_payload_against_the_signature() -> None:
+    binding = Binding(report, kind="report")
+    assert orjson.loads(binding.encode_combined({"job": "r", "copies": 2})) == {
+        "job": "r",
+        "copies": 2,
+    }
+    with pytest.raises(InvalidPayload, match="needs a mapping"):
+        binding.encode_combined(["r"])
+    with pytest.raises(ArgumentsMismatch, match="unexpected pages"):
+        binding.encode_combined({"job": "r", "pages": 3})
+
+
+def test_prepare_round_trips_what_bind_stored() -> None:
+    binding = Binding(report, kind="report")
+    stored = orjson.loads(binding.encode_payload(binding.bind(("r-1", 3), {})))
+    ctx = Context(job_id="J1", kind="report", run_count=1, failure_count=0)
+    assert binding.prepare(ctx, stored)() == "report:J1:r-1:3:False"
+
+
+def test_fresh_context_belongs_to_no_job() -> None:
+    ctx = Binding(report, kind="report").fresh_context()
+    assert (ctx.job_id, ctx.kind, ctx.run_count, ctx.failure_count, ctx.carry) == (
+        None,
+        "report",
+        0,
+        0,
+        None,
+    )
+
+
+# -- carry ---------------------------------------------------------------------------------
+
+
+def test_carry_round_trips_through_its_dataclass() -> None:
+    encoded = carried(Point).encode_carry(Point(1.0, 2.0))
+    assert orjson.loads(encoded) == {"x": 1.0, "y": 2.0}
+    assert carried(Point).decode_carry(orjson.loads(encoded)) == Point(1.0, 2.0)
+
+
+def test_carry_none_is_json_null_and_comes_back_none() -> None:
+    assert carried(Point).encode_carry(None) == "null"
+    assert carried(Point).decode_carry(None) is None
+
+
+def test_untyped_carry_is_plain_json() -> None:
+    assert carried(None).decode_carry({"n": 1}) == {"n": 1}
+    assert carried(None).encode_carry({"n": 1}) == '{"n":1}'
+
+
+def test_carry_of_the_wrong_type_is_refused() -> None:
+    with pytest.raises(InvalidPayload, match="carry must be a Point"):
+        carried(Point).encode_carry({"x": 1.0, "y": 2.0})
+
+
+def test_stored_carry_that_no_longer_fits_its_dataclass_is_a_typed_error() -> None:
+    with pytest.raises(InvalidPayload, match="does not fit Point"):
+        carried(Point).decode_carry({"x": 1.0, "renamed": 2.0})
+
+
+def test_carry_that_is_not_json_is_refused() -> None:
+    with pytest.raises(InvalidPayload, match=r"carry.*at \$\.y"):
+        carried(Point).encode_carry(Point(1.0, float("inf")))

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from datetime import UTC, date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,11 +17,9 @@ from venturi.errors import InvalidPayload
 from venturi.serialization import (
     MAX_DEPTH,
     MAX_ENCODED_BYTES,
-    converter_for,
-    decode_carry,
     decode_json,
-    encode_carry,
     encode_json,
+    is_storable_text,
 )
 
 
@@ -30,15 +27,6 @@ from venturi.serialization import (
 class Point:
     x: float
     y: float
-
-
-@dataclasses.dataclass
-class Order:
-    id: UUID
-    placed: datetime
-    total: Decimal
-    points: list[Point]
-    note: str | None = None
 
 
 class Color(enum.Enum):
@@ -266,99 +254,14 @@ def test_a_poisoned_value_anywhere_is_refused_with_its_path(case: tuple[Any, str
     assert str(caught.value).endswith(f"at {path}")
 
 
-# -- conversion back by annotation -------------------------------------------------------
+# -- the one text check ------------------------------------------------------------------
 
 
-def test_converters_rebuild_rich_types_from_their_json_form() -> None:
-    order = Order(
-        id=UUID(int=7),
-        placed=datetime(2026, 3, 1, 12, tzinfo=timezone(timedelta(hours=2))),
-        total=Decimal("19.99"),
-        points=[Point(1.0, 2.0)],
-    )
-    raw = decode_json(encode_json(order, what="payload"))
-    convert = converter_for(Order)
-    assert convert is not None
-    assert convert(raw) == order
+@pytest.mark.parametrize("text", ["", "plain", "Ünïcode ✓", "tab\tnewline\n", "\\u0000 as text"])
+def test_text_without_nul_or_lone_surrogates_is_storable(text: str) -> None:
+    assert is_storable_text(text)
 
 
-@pytest.mark.parametrize(
-    ("annotation", "raw", "expected"),
-    [
-        (datetime, "2026-01-02T03:04:05+00:00", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
-        (date, "2026-01-02", date(2026, 1, 2)),
-        (time, "03:04:05", time(3, 4, 5)),
-        (Decimal, "1.10", Decimal("1.10")),
-        (Decimal, 3, Decimal(3)),
-        (Color, "blue", Color.BLUE),
-        (date | None, None, None),
-        (list[date], ["2026-01-02"], [date(2026, 1, 2)]),
-        (dict[str, UUID], {"a": str(UUID(int=1))}, {"a": UUID(int=1)}),
-        (tuple[int, date], [1, "2026-01-02"], (1, date(2026, 1, 2))),
-        (tuple[date, ...], ["2026-01-02"], (date(2026, 1, 2),)),
-    ],
-)
-def test_converter_per_annotation(annotation: Any, raw: Any, expected: Any) -> None:
-    convert = converter_for(annotation)
-    assert convert is not None
-    assert convert(raw) == expected
-
-
-@pytest.mark.parametrize("annotation", [str, int, float, Any, list[int], dict[str, str], object])
-def test_annotations_that_json_already_satisfies_need_no_converter(annotation: Any) -> None:
-    assert converter_for(annotation) is None
-
-
-@pytest.mark.parametrize(
-    ("annotation", "raw"),
-    [
-        (datetime, 5),
-        (datetime, "yesterday"),
-        (Decimal, "abc"),
-        (UUID, "not-a-uuid"),
-        (Color, "green"),
-        (Point, {"x": 1.0}),
-        (Point, {"x": 1.0, "y": 2.0, "z": 3.0}),
-        (tuple[int, int], [1]),
-        (list[Point], "nope"),
-    ],
-)
-def test_a_value_that_does_not_fit_its_annotation_raises(annotation: Any, raw: Any) -> None:
-    convert = converter_for(annotation)
-    assert convert is not None
-    with pytest.raises((TypeError, ValueError)):
-        convert(raw)
-
-
-# -- carry ---------------------------------------------------------------------------------
-
-
-def test_carry_round_trips_through_its_dataclass() -> None:
-    encoded = encode_carry(Point(1.0, 2.0), Point)
-    assert orjson.loads(encoded) == {"x": 1.0, "y": 2.0}
-    assert decode_carry(orjson.loads(encoded), Point) == Point(1.0, 2.0)
-
-
-def test_carry_none_is_json_null_and_comes_back_none() -> None:
-    assert encode_carry(None, Point) == "null"
-    assert decode_carry(None, Point) is None
-
-
-def test_untyped_carry_is_plain_json() -> None:
-    assert decode_carry({"n": 1}, None) == {"n": 1}
-    assert encode_carry({"n": 1}, None) == '{"n":1}'
-
-
-def test_carry_of_the_wrong_type_is_refused() -> None:
-    with pytest.raises(InvalidPayload, match="carry must be a Point"):
-        encode_carry({"x": 1.0, "y": 2.0}, Point)
-
-
-def test_stored_carry_that_no_longer_fits_its_dataclass_is_a_typed_error() -> None:
-    with pytest.raises(InvalidPayload, match="does not fit Point"):
-        decode_carry({"x": 1.0, "renamed": 2.0}, Point)
-
-
-def test_carry_that_is_not_json_is_refused() -> None:
-    with pytest.raises(InvalidPayload, match=r"carry.*at \$\.y"):
-        encode_carry(Point(1.0, float("inf")), Point)
+@pytest.mark.parametrize("text", ["\x00", "a\x00b", "\ud800", "lone \udfff surrogate"])
+def test_nul_and_lone_surrogates_are_not_storable(text: str) -> None:
+    assert not is_storable_text(text)

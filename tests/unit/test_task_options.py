@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from venturi import registry as registry_module
-from venturi.backoff import Exponential
+from venturi.backoff import Exponential, Fixed
 from venturi.context import Context
 from venturi.errors import (
     ConfigurationError,
@@ -21,8 +21,9 @@ from venturi.errors import (
     NoCurrentApp,
 )
 from venturi.merge import Merge, keep_existing
+from venturi.options import DEFAULT_LEASE, DEFAULT_MAX_FAILURES, TaskOptions
 from venturi.registry import Registry, current_app, default_registry, set_current_app
-from venturi.task import Fixed, Task, TaskOptions, make_task, task
+from venturi.task import Task, TaskDecorator, task
 from venturi.types import Priority
 
 
@@ -36,7 +37,11 @@ def handler(to: str, subject: str = "") -> str:
 
 
 def build(fn: Callable[..., Any] = handler, **options: Any) -> Task[..., Any]:
-    return make_task(fn, TaskOptions.parse(**options), registry=Registry(), app=None)
+    return register(fn, TaskOptions.parse(**options), Registry())
+
+
+def register(fn: Callable[..., Any], options: TaskOptions, registry: Registry) -> Task[..., Any]:
+    return TaskDecorator(options, registry=registry)(fn)
 
 
 # -- defaults ------------------------------------------------------------------------
@@ -45,14 +50,14 @@ def build(fn: Callable[..., Any] = handler, **options: Any) -> Task[..., Any]:
 def test_defaults() -> None:
     t = build()
     assert t.kind == f"{__name__}.handler"
-    assert t.priority is Priority.NORMAL
-    assert t.max_failures == 20
-    assert t.concurrency is None
-    assert t.lease == timedelta(minutes=1)
-    assert t.carry_type is None
-    assert t.schedule is None
-    assert t.timezone == "UTC"
-    assert t.takes_context is False
+    assert t.options.priority is Priority.NORMAL
+    assert t.options.max_failures == DEFAULT_MAX_FAILURES == 20
+    assert t.options.concurrency is None
+    assert t.options.lease == DEFAULT_LEASE == timedelta(minutes=1)
+    assert t.options.carry is None
+    assert t.options.schedule is None
+    assert t.options.timezone == "UTC"
+    assert t.binding.takes_context is False
     assert t.options.merge is keep_existing
     assert isinstance(t.options.backoff, Exponential)
 
@@ -75,19 +80,25 @@ def test_every_option_is_kept() -> None:
         lease=timedelta(minutes=2),
         carry=Progress,
     )
-    assert (t.kind, t.priority, t.max_failures, t.concurrency) == ("mail.send", 0, 5, 4)
-    assert t.lease == timedelta(minutes=2)
-    assert t.carry_type is Progress
+    options = t.options
+    assert (t.kind, options.priority, options.max_failures, options.concurrency) == (
+        "mail.send",
+        0,
+        5,
+        4,
+    )
+    assert options.lease == timedelta(minutes=2)
+    assert options.carry is Progress
     assert t.options.dedup is dedup and t.options.merge is merge
     assert t.options.backoff == Fixed(timedelta(seconds=3))
 
 
 def test_lease_may_be_given_in_seconds() -> None:
-    assert build(lease=90).lease == timedelta(seconds=90)
+    assert build(lease=90).options.lease == timedelta(seconds=90)
 
 
 def test_priority_may_be_given_as_its_number() -> None:
-    assert build(priority=2).priority is Priority.LOW
+    assert build(priority=2).options.priority is Priority.LOW
 
 
 # -- refusals at decoration ----------------------------------------------------------
@@ -166,7 +177,7 @@ def test_a_scheduled_handler_must_not_require_arguments() -> None:
 
     with pytest.raises(ConfigurationError, match="requires day"):
         build(needs_arguments, schedule="0 3 * * *")
-    assert build(takes_none, schedule="0 3 * * *").schedule == "0 3 * * *"
+    assert build(takes_none, schedule="0 3 * * *").options.schedule == "0 3 * * *"
 
 
 def test_async_handlers_are_refused_until_supported() -> None:
@@ -183,7 +194,7 @@ def test_a_first_parameter_named_ctx_takes_the_context() -> None:
     def fn(ctx, n):  # type: ignore[no-untyped-def]
         return n
 
-    assert build(fn).takes_context
+    assert build(fn).binding.takes_context
 
 
 def test_a_first_parameter_annotated_context_takes_it_whatever_its_name() -> None:
@@ -193,8 +204,8 @@ def test_a_first_parameter_annotated_context_takes_it_whatever_its_name() -> Non
     def fn_str(run: "Context", n: int) -> int:  # noqa: UP037 - the unevaluated form on purpose
         return n
 
-    assert build(fn).takes_context
-    assert build(fn_str).takes_context
+    assert build(fn).binding.takes_context
+    assert build(fn_str).binding.takes_context
 
 
 def test_ctx_elsewhere_than_first_or_keyword_only_is_an_ordinary_argument() -> None:
@@ -202,8 +213,8 @@ def test_ctx_elsewhere_than_first_or_keyword_only_is_an_ordinary_argument() -> N
 
     def keyword_only(*, ctx: Any) -> None: ...
 
-    assert not build(later).takes_context
-    assert not build(keyword_only).takes_context
+    assert not build(later).binding.takes_context
+    assert not build(keyword_only).binding.takes_context
 
 
 # -- registries ----------------------------------------------------------------------
@@ -216,9 +227,9 @@ def test_a_different_function_under_an_existing_kind_is_refused() -> None:
 
     def second(n: int) -> None: ...
 
-    make_task(first, TaskOptions.parse(kind="dup"), registry=registry, app=None)
+    register(first, TaskOptions.parse(kind="dup"), registry)
     with pytest.raises(DuplicateKind, match="'dup'"):
-        make_task(second, TaskOptions.parse(kind="dup"), registry=registry, app=None)
+        register(second, TaskOptions.parse(kind="dup"), registry)
     assert registry.tasks["dup"].fn is first
 
 
@@ -233,15 +244,15 @@ def test_the_same_function_registered_again_replaces_the_task_silently() -> None
     registry = Registry()
     first, again = define(), define()
     assert first is not again
-    make_task(first, TaskOptions.parse(kind="reloaded"), registry=registry, app=None)
-    make_task(again, TaskOptions.parse(kind="reloaded", priority=0), registry=registry, app=None)
+    register(first, TaskOptions.parse(kind="reloaded"), registry)
+    register(again, TaskOptions.parse(kind="reloaded", priority=0), registry)
     assert registry.tasks["reloaded"].fn is again
-    assert registry.tasks["reloaded"].priority is Priority.HIGH
+    assert registry.tasks["reloaded"].options.priority is Priority.HIGH
 
 
 def test_registry_tasks_is_a_read_only_view() -> None:
     registry = Registry()
-    t = make_task(handler, TaskOptions.parse(), registry=registry, app=None)
+    t = register(handler, TaskOptions.parse(), registry)
     with pytest.raises(TypeError):
         registry.tasks["x"] = t  # type: ignore[index]
 
@@ -257,7 +268,7 @@ def test_the_task_decorator_registers_in_the_default_registry_with_and_without_o
 
     assert default_registry.tasks[bare_task_for_registration.kind] is bare_task_for_registration
     assert default_registry.tasks["tests.unit.options.with_options"] is with_options
-    assert with_options.priority is Priority.LOW
+    assert with_options.options.priority is Priority.LOW
     assert bare_task_for_registration.__name__ == "bare_task_for_registration"
 
 

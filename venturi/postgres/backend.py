@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from venturi.errors import InvalidState, JobNotFound
-from venturi.naming import Prefix
+from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.postgres.connections import (
     DEFAULT_CONNECT_TIMEOUT,
     Connection,
@@ -73,7 +73,7 @@ class PostgresBackend:
         self,
         url: str,
         *,
-        prefix: str = "venturi",
+        prefix: str = DEFAULT_PREFIX,
         pool_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:

@@ -53,8 +53,12 @@ class ClaimPlan:
     def for_tasks(cls, tasks: Mapping[str, Task[Any, Any]], *, concurrency: int = 1) -> ClaimPlan:
         """The plan for serving exactly these tasks (kind -> task)."""
         return cls(
-            leases={kind: task.lease for kind, task in tasks.items()},
-            caps={kind: t.concurrency for kind, t in tasks.items() if t.concurrency is not None},
+            leases={kind: task.options.lease for kind, task in tasks.items()},
+            caps={
+                kind: t.options.concurrency
+                for kind, t in tasks.items()
+                if t.options.concurrency is not None
+            },
             concurrency=concurrency,
         )
 

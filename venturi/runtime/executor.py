@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.context import Context, Pause
-from venturi.errors import ArgumentsMismatch, Fail, InvalidPayload, Retry
-from venturi.serialization import decode_carry, encode_carry, encode_json
+from venturi.errors import ArgumentsMismatch, Fail, InvalidPayload, Retry, describe_exception
+from venturi.serialization import encode_json, is_storable_text
 from venturi.types import ClaimedJob, Finished, Outcome, OutcomeKind
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def execute(task: Task[Any, Any], job: ClaimedJob) -> Execution:
     """
     started = time.monotonic()
     try:
-        carry = decode_carry(job.carry, task.carry_type) if task.carry_type else job.carry
+        carry = task.binding.decode_carry(job.carry)
     except Exception as exc:
         note = f"carry does not fit the task's carry type any more: {exc}"
         return _done(job, Outcome(OutcomeKind.DEAD, note=note, is_failure=True), started, exc)
@@ -90,7 +90,7 @@ def execute(task: Task[Any, Any], job: ClaimedJob) -> Execution:
         carry=carry,
     )
     try:
-        call = task.prepare(ctx, job.payload)
+        call = task.binding.prepare(ctx, job.payload)
     except ArgumentsMismatch as exc:
         # Checked before the handler runs: the code changed since the job was enqueued.
         # The row is kept dead, so an operator can retry it once the code fits again.
@@ -106,17 +106,17 @@ def execute(task: Task[Any, Any], job: ClaimedJob) -> Execution:
         outcome = Outcome(OutcomeKind.DEAD, note=exc.message or "Fail", is_failure=True)
     except Retry as exc:
         error = exc
-        outcome = _failure(task, job, _describe(exc), delay=exc.delay)
+        outcome = _failure(task, job, describe_exception(exc), delay=exc.delay)
     except (Exception, SystemExit) as exc:
         error = exc
-        outcome = _failure(task, job, _describe(exc))
+        outcome = _failure(task, job, describe_exception(exc))
     else:
         outcome = Outcome(OutcomeKind.COMPLETED, note=_result_note(result))
     try:
         outcome = _with_json(outcome, task, ctx)
     except InvalidPayload as exc:
         error = exc
-        outcome = _failure(task, job, _describe(exc))
+        outcome = _failure(task, job, describe_exception(exc))
     return _done(job, outcome, started, error)
 
 
@@ -148,10 +148,9 @@ def _failure(
     task: Task[Any, Any], job: ClaimedJob, note: str, *, delay: timedelta | None = None
 ) -> Outcome:
     failures = job.failure_count + 1
-    if failures >= task.max_failures:
-        note = (
-            f"backstop reached after {failures} failures (max_failures={task.max_failures}): {note}"
-        )
+    max_failures = task.options.max_failures
+    if failures >= max_failures:
+        note = f"backstop reached after {failures} failures (max_failures={max_failures}): {note}"
         return Outcome(OutcomeKind.DEAD, note=note, is_failure=True)
     if delay is None:
         delay = task.backoff(failures)
@@ -172,7 +171,7 @@ def _with_json(outcome: Outcome, task: Task[Any, Any], ctx: Context) -> Outcome:
         raise
     if outcome.kind is OutcomeKind.DEAD:
         return replace(outcome, attachment=attachment)
-    return replace(outcome, carry=encode_carry(ctx.carry, task.carry_type), attachment=attachment)
+    return replace(outcome, carry=task.binding.encode_carry(ctx.carry), attachment=attachment)
 
 
 def _result_note(result: Any) -> str | None:
@@ -187,19 +186,10 @@ def _result_note(result: Any) -> str | None:
         return repr(result)
 
 
-def _describe(exc: BaseException) -> str:
-    message = str(exc)
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
 def _note_text(note: str) -> str:
     """A note PostgreSQL ``text`` can hold: no NUL, valid UTF-8, bounded in size."""
-    if "\x00" in note:
-        note = note.replace("\x00", "\\x00")
-    try:
-        note.encode()
-    except UnicodeEncodeError:
-        note = note.encode(errors="replace").decode()
+    if not is_storable_text(note):
+        note = note.replace("\x00", "\\x00").encode(errors="replace").decode()
     if len(note) > MAX_NOTE_CHARS:
         note = note[:MAX_NOTE_CHARS] + " ... (truncated)"
     return note

@@ -18,14 +18,13 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 
 from venturi.backend import Backend
+from venturi.options import DEFAULT_LEASE, DEFAULT_MAX_FAILURES
 from venturi.types import Claim, ClaimedJob
 
 logger = logging.getLogger(__name__)
 
 #: Rows recovered per sweep round trip; a full batch sweeps again at once.
 RECOVERY_BATCH = 500
-#: The backstop for kinds no task of this App declares (ADR 13's default).
-DEFAULT_MAX_FAILURES = 20
 MAX_RECOVERY_INTERVAL = 10.0
 
 
@@ -57,7 +56,7 @@ class LeaseKeeper:
         self._leases = dict(leases)
         self._max_failures = dict(max_failures)
         self.recovery_interval = recovery_interval
-        shortest = min(self._leases.values(), default=timedelta(minutes=1))
+        shortest = min(self._leases.values(), default=DEFAULT_LEASE)
         self.renew_interval = max(shortest.total_seconds() / 3, 0.05)
         self._lock = threading.Lock()
         self._held: dict[str, tuple[Claim, str]] = {}

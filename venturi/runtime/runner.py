@@ -65,7 +65,7 @@ class Runner:
         self.backend = backend
         self.worker_id = worker_id
         self._tasks = {kind: tasks[kind] for kind in kinds}
-        self._max_failures = {kind: task.max_failures for kind, task in tasks.items()}
+        self._max_failures = {kind: task.options.max_failures for kind, task in tasks.items()}
         self.plan = ClaimPlan.for_tasks(self._tasks, concurrency=concurrency)
 
     def lease_keeper(
@@ -74,7 +74,7 @@ class Runner:
         """A keeper for the claims of these tasks (one per worker cycle)."""
         return LeaseKeeper(
             self.backend,
-            leases={kind: task.lease for kind, task in self._tasks.items()},
+            leases={kind: task.options.lease for kind, task in self._tasks.items()},
             max_failures=self._max_failures,
             recovery_interval=recovery_interval,
             on_recovered=on_recovered,

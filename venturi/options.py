@@ -1,0 +1,259 @@
+"""Task options and every check a task's configuration or a call's options must pass.
+
+``TaskOptions.parse`` checks ``@task(...)`` at decoration; the ``validate_*``
+functions check what ``apply_async`` takes per call (tier, delay, dedup key).
+Both fail before any I/O (STYLE R15) with a typed error naming the bad value.
+
+Limits that protect the database's btree indexes (an index entry must stay
+under ~2.7 kB): a kind is at most ``MAX_KIND_BYTES`` and a dedup key at most
+``MAX_DEDUP_KEY_BYTES`` bytes of UTF-8.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from venturi.backoff import Exponential, Fixed
+from venturi.errors import (
+    ConfigurationError,
+    InvalidDelay,
+    InvalidKind,
+    InvalidPayload,
+    InvalidPriority,
+)
+from venturi.merge import MergeFunction, keep_existing
+from venturi.serialization import is_storable_text
+from venturi.types import Priority
+
+MAX_KIND_BYTES: Final = 255
+MAX_DEDUP_KEY_BYTES: Final = 1024
+
+#: The backstop of a task that declares none (ADR 13).
+DEFAULT_MAX_FAILURES: Final = 20
+#: How long a claim holds when the task declares no ``lease`` (ADR 19).
+DEFAULT_LEASE: Final = timedelta(minutes=1)
+#: The retry delay of a task that declares no ``backoff``, and the fallback of a broken one.
+DEFAULT_BACKOFF: Final = Exponential()
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_ZERO: Final = timedelta(0)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    """A task's options, each validated by ``parse`` when the decorator runs.
+
+    Options:
+        kind: the job kind; default ``"<module>.<qualname>"`` of the handler.
+            Non-empty, no control characters, at most 255 bytes (``InvalidKind``).
+        priority: default tier, ``Priority.NORMAL`` (``InvalidPriority`` otherwise).
+        dedup: ``f(**arguments) -> str`` (an int is accepted): the dedup key of
+            a call, from its named arguments (defaults applied). ``None``: no dedup.
+        merge: ``f(existing, incoming) -> Merge`` for a pending sibling with the
+            same key (ADR 10); default: keep the existing job.
+        max_failures: the backstop (ADR 13): the failure that reaches it goes
+            ``dead``; default 20, at least 1.
+        backoff: retry delay after the n-th failure: an ``Exponential``, any
+            ``f(n) -> timedelta``, or a fixed ``timedelta``/seconds; default
+            ``Exponential()`` (1 s doubling, equal jitter, capped at 1 h).
+        concurrency: at most this many run at once per worker process (ADR 23);
+            ``None`` (default) for no cap.
+        lease: how long a claim holds before another worker may recover it
+            (renewed while the handler runs, ADR 19); default one minute.
+        carry: a dataclass type ``ctx.carry`` is decoded into (ADR 15).
+        schedule: a cron expression; beat enqueues one job per tick (the
+            handler must then need no arguments besides ``ctx``).
+        timezone: the IANA zone ``schedule`` is read in; default ``"UTC"``.
+    """
+
+    kind: str | None = None
+    priority: Priority = Priority.NORMAL
+    dedup: Callable[..., object] | None = None
+    merge: MergeFunction = keep_existing
+    max_failures: int = DEFAULT_MAX_FAILURES
+    backoff: Callable[[int], timedelta] = DEFAULT_BACKOFF
+    concurrency: int | None = None
+    lease: timedelta = DEFAULT_LEASE
+    carry: type | None = None
+    schedule: str | None = None
+    timezone: str = "UTC"
+
+    @classmethod
+    def parse(cls, **options: Any) -> TaskOptions:
+        """Validate ``@task(...)`` options; raises a ``ConfigurationError`` (or
+        ``InvalidKind`` / ``InvalidPriority``) naming the bad option."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(options.keys() - known)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown task option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        values: dict[str, Any] = {}
+        if options.get("kind") is not None:
+            values["kind"] = validate_kind(options["kind"])
+        if "priority" in options:
+            values["priority"] = validate_priority(options["priority"])
+        if options.get("dedup") is not None:
+            values["dedup"] = _callable_option("dedup", options["dedup"])
+        if "merge" in options:
+            values["merge"] = _callable_option("merge", options["merge"])
+        if "max_failures" in options:
+            values["max_failures"] = _positive_int("max_failures", options["max_failures"])
+        if "backoff" in options:
+            values["backoff"] = _backoff_option(options["backoff"])
+        if options.get("concurrency") is not None:
+            values["concurrency"] = _positive_int("concurrency", options["concurrency"])
+        if "lease" in options:
+            values["lease"] = _lease_option(options["lease"])
+        if options.get("carry") is not None:
+            values["carry"] = _carry_option(options["carry"])
+        if "timezone" in options:
+            if not isinstance(options["timezone"], str):
+                raise ConfigurationError(f"timezone must be a string, got {options['timezone']!r}")
+            values["timezone"] = options["timezone"]
+        if options.get("schedule") is not None:
+            values["schedule"] = _schedule_option(
+                options["schedule"], values.get("timezone", "UTC")
+            )
+        return cls(**values)
+
+
+def validate_kind(kind: object) -> str:
+    """A kind is stored verbatim and never spliced into SQL; it only has to be sane text."""
+    if not isinstance(kind, str) or not kind:
+        raise InvalidKind(kind, "must be a non-empty string")
+    if _CONTROL.search(kind):
+        raise InvalidKind(kind, "must not contain control characters")
+    if not is_storable_text(kind):
+        raise InvalidKind(kind, "must be valid UTF-8 (no lone surrogates)")
+    if len(kind.encode()) > MAX_KIND_BYTES:
+        raise InvalidKind(kind, f"must be at most {MAX_KIND_BYTES} bytes of UTF-8")
+    return kind
+
+
+def validate_priority(priority: object) -> Priority:
+    """One of the three tiers (ADR 22): a ``Priority`` or the int 0, 1 or 2."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidPriority(priority)
+    try:
+        return Priority(priority)
+    except ValueError:
+        raise InvalidPriority(priority) from None
+
+
+def validate_delay(countdown: object, eta: object) -> tuple[timedelta, datetime | None]:
+    """Validated ``(delay, eta)`` for a ``NewJob`` (ADR 12)."""
+    if countdown is not None and eta is not None:
+        raise InvalidDelay(countdown, "give either countdown or eta, not both")  # type: ignore[arg-type]
+    if eta is not None:
+        if not isinstance(eta, datetime):
+            raise InvalidDelay(None, f"eta must be a datetime, got {eta!r}")
+        if eta.utcoffset() is None:
+            raise InvalidDelay(eta, "eta must be timezone-aware (e.g. datetime.now(UTC) + ...)")
+        try:
+            eta.astimezone(UTC)
+        except OverflowError:
+            raise InvalidDelay(
+                eta, "eta is outside the years 1-9999 once converted to UTC"
+            ) from None
+        return _ZERO, eta
+    if countdown is None:
+        return _ZERO, None
+    delay = to_timedelta(countdown)
+    if delay is None:
+        raise InvalidDelay(
+            None, f"countdown must be a timedelta or a finite number of seconds, got {countdown!r}"
+        )
+    if delay < _ZERO:
+        raise InvalidDelay(delay, "countdown must not be negative")
+    if delay > _ZERO:
+        try:
+            datetime.now(UTC) + delay
+        except OverflowError:
+            raise InvalidDelay(delay, "countdown reaches beyond the year 9999") from None
+    return delay, None
+
+
+def validate_dedup_key(value: object, kind: str, source: str) -> str:
+    """A dedup key from ``source`` (named in the error): text of at most ``MAX_DEDUP_KEY_BYTES``."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InvalidPayload(
+            f"{source} of {kind!r} must give a str (or int) dedup key, got {value!r}"
+        )
+    key = value if isinstance(value, str) else str(value)
+    if _CONTROL.search(key):
+        raise InvalidPayload(f"dedup key {key!r} of {kind!r} contains control characters")
+    if not is_storable_text(key):
+        raise InvalidPayload(f"dedup key {key!r} of {kind!r} is not valid UTF-8")
+    size = len(key.encode())
+    if size > MAX_DEDUP_KEY_BYTES:
+        raise InvalidPayload(
+            f"dedup key of {kind!r} is {size} bytes, over {MAX_DEDUP_KEY_BYTES}; "
+            "hash it (e.g. sha256) to shorten it"
+        )
+    return key
+
+
+def to_timedelta(value: object) -> timedelta | None:
+    """A timedelta from a timedelta or a finite number of seconds; None if it is neither."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        try:
+            return timedelta(seconds=value)
+        except OverflowError:
+            return None
+    return None
+
+
+def _callable_option(name: str, value: object) -> Callable[..., Any]:
+    if not callable(value):
+        raise ConfigurationError(f"{name} must be callable, got {value!r}")
+    return value
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be an integer of at least 1, got {value!r}")
+    return value
+
+
+def _lease_option(value: object) -> timedelta:
+    lease = to_timedelta(value)
+    if lease is None or lease <= _ZERO:
+        raise ConfigurationError(f"lease must be a positive timedelta (or seconds), got {value!r}")
+    return lease
+
+
+def _backoff_option(value: object) -> Callable[[int], timedelta]:
+    if isinstance(value, timedelta | int | float) and not isinstance(value, bool):
+        delay = to_timedelta(value)
+        if delay is None or delay < _ZERO:
+            raise ConfigurationError(f"a fixed backoff must be a delay of 0 or more, got {value!r}")
+        return Fixed(delay)
+    if not callable(value):
+        raise ConfigurationError(
+            f"backoff must be Exponential(...), a callable failure_count -> timedelta, "
+            f"or a fixed timedelta; got {value!r}"
+        )
+    return value
+
+
+def _carry_option(value: object) -> type:
+    if not (isinstance(value, type) and is_dataclass(value)):
+        raise ConfigurationError(f"carry must be a dataclass type, got {value!r}")
+    return value
+
+
+def _schedule_option(schedule: object, timezone: str) -> str:
+    if not isinstance(schedule, str):
+        raise ConfigurationError(f"schedule must be a cron expression string, got {schedule!r}")
+    from venturi.cron import validate_schedule
+
+    validate_schedule(schedule, timezone)
+    return schedule
