@@ -3,7 +3,7 @@
     python examples/quickstart.py
 
 Needs no configuration: the database is $VENTURI_DATABASE_URL, else the
-embedded server under ./.venturi (``pip install 'venturi[embedded]'``).
+embedded server in your user data directory (``pip install 'venturi[embedded]'``).
 In production the worker is its own process: ``venturi worker --app
 examples.quickstart:app``; here it runs as threads of this script.
 """

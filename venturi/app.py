@@ -57,7 +57,7 @@ class App:
     Options:
         database_url: a libpq URL. ``None`` reads ``$VENTURI_DATABASE_URL``,
             and without it starts (or joins) the embedded server under
-            ``./.venturi/`` (needs the ``embedded`` extra).
+            the user data dir, ``~/.local/share/venturi/`` (needs the ``embedded`` extra).
         prefix: the table-name prefix (ADR 6), validated here, before any SQL.
         backend: a ready ``Backend`` (tests, other adapters); overrides the two above.
         set_as_current: make this the App that default-registry tasks

@@ -386,6 +386,39 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+EXIT_NOT_RUNNING = 3
+"""``venturi embedded status`` when no server runs, as ``systemctl status`` does."""
+
+
+def _cmd_embedded_status(args: argparse.Namespace) -> int:
+    from venturi.postgres.embedded import embedded_status
+
+    server = embedded_status()
+    if not server.running:
+        _write_lines([f"embedded server not running (data {server.data_directory})"])
+        return EXIT_NOT_RUNNING
+    _write_lines(
+        [
+            f"embedded server running: pid {server.pid}, port {server.port}, "
+            f"PostgreSQL {server.version}, url {server.url}, data {server.data_directory}"
+        ]
+    )
+    return EXIT_OK
+
+
+def _cmd_embedded_stop(args: argparse.Namespace) -> int:
+    from venturi.postgres.embedded import embedded_directory, stop_embedded_server
+
+    server = stop_embedded_server()
+    if server is None:
+        _write_lines(
+            [f"embedded server not running, nothing to stop (data {embedded_directory()})"]
+        )
+    else:
+        _write_lines([f"embedded server stopped: pid {server.pid} (data {server.data_directory})"])
+    return EXIT_OK
+
+
 # -------------------------------------------------------------------- output
 
 
@@ -744,6 +777,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="rows deleted per transaction (default: 1000)",
     )
     _add_json_option(cleanup)
+
+    embedded = command(commands, "embedded", "the embedded server used without a URL", None)
+    acts = embedded.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(acts, "status", "is it running? exit 0 if so, 3 if not", _cmd_embedded_status)
+    command(acts, "stop", "stop it: it outlives the programs using it", _cmd_embedded_stop)
 
     stats = command(commands, "stats", "job counts per kind and status", _cmd_stats)
     _add_json_option(stats)
