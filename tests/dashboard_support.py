@@ -84,7 +84,7 @@ def seed(app: venturi.App, db: Any, tasks: dict[str, Any]) -> None:
         db.execute(
             "UPDATE {{prefix}}_jobs SET status = 'completed', run_count = 1,"
             " finished_at = now() - make_interval(mins => %s) WHERE id = %s",
-            (i % 57, ref.id),
+            ((i * 23) % 53 + i % 7, ref.id),
         )
         db.execute(
             "INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)"

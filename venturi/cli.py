@@ -751,6 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
     def run_dashboard(args: argparse.Namespace) -> int:
         """Serve the web dashboard (the ``dashboard`` extra) until SIGINT/SIGTERM."""
         import secrets
+        import signal
 
         try:
             import uvicorn
@@ -768,6 +769,10 @@ def build_parser() -> argparse.ArgumentParser:
             asgi = create_app(app, token=token, read_only=args.read_only)
             mode = "read-only" if args.read_only else "changes need the token"
             _write_lines([f"venturi dashboard on http://{args.host}:{args.port}/ ({mode})"])
+            # uvicorn stops on SIGINT/SIGTERM, then re-raises the signal to the handler
+            # it found: a no-op one makes a requested stop exit 0, as `worker` does.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: None)
             uvicorn.run(asgi, host=args.host, port=args.port, log_level="warning")
         return EXIT_OK
 

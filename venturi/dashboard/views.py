@@ -138,11 +138,13 @@ def format_time(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def format_json(value: Any) -> str:
-    """Pretty JSON of decoded values; text the database kept raw is shown as it is."""
+def format_json(value: Any, *, indent: bool = True) -> str:
+    """JSON of decoded values, indented unless asked not to; text the database kept
+    raw (not decodable) is shown as it is."""
     if isinstance(value, str) and type(value) is not str:
         return str(value)
+    option = orjson.OPT_SORT_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
     try:
-        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+        return orjson.dumps(value, option=option).decode()
     except TypeError:
         return repr(value)
