@@ -23,7 +23,17 @@ from venturi.registry import Registry, default_registry, set_current_app
 from venturi.schedule import Schedule
 from venturi.serialization import is_storable_text
 from venturi.task import Task, TaskDecorator
-from venturi.types import AppliedMigration, Cursor, JobDetail, JobRow, Page, Stats, Status
+from venturi.types import (
+    AppliedMigration,
+    Cursor,
+    JobDetail,
+    JobRow,
+    Page,
+    Stats,
+    Status,
+    SummaryPage,
+    Throughput,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -225,3 +235,83 @@ class App:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
+
+    def throughput(self, window: timedelta = timedelta(hours=1)) -> Throughput:
+        """Completed and dead jobs per kind and minute over the last ``window`` (1 min to 1 day)."""
+        if not timedelta(minutes=1) <= window <= timedelta(days=1):
+            raise InvalidArgument(f"window must be between 1 minute and 1 day, got {window}")
+        return self.backend.throughput(window)
+
+    def job_summaries(
+        self,
+        *,
+        status: Status | str | None = None,
+        kind: str | None = None,
+        note: str | None = None,
+        limit: int = 50,
+        after: Cursor | None = None,
+    ) -> SummaryPage:
+        """Like ``jobs``, each with its last journal entry; ``note`` keeps jobs whose last
+        note contains that text (case-insensitive)."""
+        parsed = _status(status)
+        kind, note = _filter_text("kind", kind), _filter_text("note", note)
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
+        return self.backend.list_job_summaries(
+            status=parsed, kind=kind, note=note, limit=limit, after=after
+        )
+
+    def count_jobs(
+        self,
+        *,
+        status: Status | str | None = None,
+        kind: str | None = None,
+        note: str | None = None,
+    ) -> int:
+        """How many jobs ``job_summaries`` with these filters would list, over all pages."""
+        parsed = _status(status)
+        kind, note = _filter_text("kind", kind), _filter_text("note", note)
+        return self.backend.count_jobs(status=parsed, kind=kind, note=note)
+
+    def retry_matching(
+        self, *, kind: str | None = None, note: str | None = None, batch_size: int = 1000
+    ) -> int:
+        """``retry`` every dead job matching the filters, in batches; returns how many."""
+        kind, note = _filter_text("kind", kind), _filter_text("note", note)
+        if batch_size < 1:
+            raise InvalidArgument(f"batch_size must be at least 1, got {batch_size}")
+        return _in_batches(
+            lambda: self.backend.retry_matching(kind=kind, note=note, batch_size=batch_size),
+            batch_size,
+        )
+
+    def cancel_matching(
+        self, *, kind: str | None = None, note: str | None = None, batch_size: int = 1000
+    ) -> int:
+        """``cancel`` every pending job matching the filters, in batches; returns how many."""
+        kind, note = _filter_text("kind", kind), _filter_text("note", note)
+        if batch_size < 1:
+            raise InvalidArgument(f"batch_size must be at least 1, got {batch_size}")
+        return _in_batches(
+            lambda: self.backend.cancel_matching(kind=kind, note=note, batch_size=batch_size),
+            batch_size,
+        )
+
+
+def _filter_text(name: str, value: str | None) -> str | None:
+    """A filter value PostgreSQL can compare; an empty one would match everything silently."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or not is_storable_text(value):
+        raise InvalidArgument(f"{name} filter {value!r} must be non-empty text without NUL")
+    return value
+
+
+def _in_batches(batch: Callable[[], int], batch_size: int) -> int:
+    """Run a bulk change one bounded transaction at a time until a batch comes back short."""
+    total = 0
+    while True:
+        changed = batch()
+        total += changed
+        if changed < batch_size:
+            return total

@@ -36,6 +36,8 @@ from venturi.types import (
     Page,
     Stats,
     Status,
+    SummaryPage,
+    Throughput,
 )
 
 
@@ -242,4 +244,33 @@ class Backend(Protocol):
     def close(self) -> None:
         """Close the backend's own connections; idempotent. Listeners and
         leaderships it handed out are closed by their holders."""
+
+    def throughput(self, window: timedelta) -> Throughput:
+        """Completed and dead jobs per kind and minute, from ``window`` before this minute."""
+        ...
+
+    def list_job_summaries(
+        self,
+        *,
+        status: Status | None,
+        kind: str | None,
+        note: str | None,
+        limit: int,
+        after: Cursor | None,
+    ) -> SummaryPage:
+        """``list_jobs`` with each row's last journal entry, optionally matching ``note`` text."""
+        ...
+
+    def count_jobs(self, *, status: Status | None, kind: str | None, note: str | None) -> int:
+        """How many jobs match the filters of ``list_job_summaries``."""
+        ...
+
+    def retry_matching(self, *, kind: str | None, note: str | None, batch_size: int) -> int:
+        """Retry up to ``batch_size`` matching ``dead`` jobs, as ``retry_job``; returns how many."""
+        ...
+
+    def cancel_matching(
+        self, *, kind: str | None, note: str | None, batch_size: int, cancel_note: str = "cancelled"
+    ) -> int:
+        """Cancel up to ``batch_size`` matching ``pending`` jobs, as ``cancel_job``; how many."""
         ...

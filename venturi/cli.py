@@ -785,7 +785,56 @@ def build_parser() -> argparse.ArgumentParser:
 
     stats = command(commands, "stats", "job counts per kind and status", _cmd_stats)
     _add_json_option(stats)
+
+    def run_dashboard(args: argparse.Namespace) -> int:
+        """Serve the web dashboard (the ``dashboard`` extra) until SIGINT/SIGTERM."""
+        import secrets
+        import signal
+
+        try:
+            import uvicorn
+
+            from venturi.dashboard import create_app
+        except ImportError as exc:
+            raise UsageError(
+                f"the dashboard needs its extra: pip install 'venturi[dashboard]' ({exc})"
+            ) from None
+        token = None if args.read_only else args.token or os.environ.get(DASHBOARD_TOKEN_ENV)
+        with closing(_open_app(args)) as app:
+            if not args.read_only and token is None:
+                token = secrets.token_urlsafe(24)
+                _write_lines([f"dashboard token (sign in with it to make changes): {token}"])
+            asgi = create_app(app, token=token, read_only=args.read_only)
+            mode = "read-only" if args.read_only else "changes need the token"
+            _write_lines([f"venturi dashboard on http://{args.host}:{args.port}/ ({mode})"])
+            # uvicorn stops on SIGINT/SIGTERM, then re-raises the signal to the handler
+            # it found: a no-op one makes a requested stop exit 0, as `worker` does.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: None)
+            uvicorn.run(asgi, host=args.host, port=args.port, log_level="warning")
+        return EXIT_OK
+
+    dashboard = command(
+        commands, "dashboard", "serve the web dashboard (loopback only by default)", run_dashboard
+    )
+    dashboard.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)"
+    )
+    dashboard.add_argument(
+        "--port", type=_positive_int_argument, default=8080, help="port (default: 8080)"
+    )
+    access = dashboard.add_mutually_exclusive_group()
+    access.add_argument(
+        "--token",
+        metavar="T",
+        help=f"token that allows changes (default: ${DASHBOARD_TOKEN_ENV}, else a random one, "
+        "printed at start)",
+    )
+    access.add_argument("--read-only", action="store_true", help="show everything, allow no change")
     return parser
+
+
+DASHBOARD_TOKEN_ENV = "VENTURI_DASHBOARD_TOKEN"
 
 
 # ---------------------------------------------------------------------- main

@@ -245,3 +245,37 @@ class Stats:
 class AppliedMigration:
     version: int
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    """A listed job with its last journal entry: what an operator scans a list for."""
+
+    job: JobRow
+    last_outcome: OutcomeKind | None
+    last_note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPage:
+    jobs: tuple[JobSummary, ...]
+    next: Cursor | None
+
+
+@dataclass(frozen=True, slots=True)
+class MinuteCounts:
+    """Jobs of one kind that finished in the minute starting at ``minute``."""
+
+    kind: str
+    minute: datetime
+    completed: int
+    dead: int
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """Finished jobs per kind and minute; ``current_minute`` is the database's, so
+    the minutes with no row (nothing finished) can be laid out around it."""
+
+    current_minute: datetime
+    minutes: tuple[MinuteCounts, ...]

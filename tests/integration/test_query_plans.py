@@ -697,3 +697,53 @@ def test_beat_finds_the_latest_row_of_a_schedule_without_reading_the_whole_table
 def test_stats_reads_the_jobs_table_in_one_pass(planner: Planner) -> None:
     plan = planner.explain("stats")
     assert len(plan.table_reads(planner.jobs)) == 1, plan.text
+
+
+# -- dashboard (ADR 0117) ----------------------------------------------------------------------
+
+
+def test_throughput_range_scans_the_finished_index(planner: Planner) -> None:
+    plan = planner.explain("throughput", window=timedelta(minutes=59))
+    scans = plan.index_scans(planner.index("_jobs_finished"))
+    assert scans, plan.text
+    assert "finished_at >=" in scans[0].get("Index Cond"), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        pytest.param({}, id="first-page"),
+        pytest.param({"status": "dead"}, id="dead"),
+        pytest.param({"status": "dead", "note": "error"}, id="dead-with-note"),
+        pytest.param({"kind": "crm.sync"}, id="one-kind"),
+    ],
+)
+def test_listing_with_the_last_note_probes_the_journal_index_per_row(
+    planner: Planner, filters: dict[str, str]
+) -> None:
+    params = {
+        **_list_params(filters.get("status"), filters.get("kind")),
+        "note": filters.get("note"),
+    }
+    plan = planner.explain("list_jobs_noted", **params)
+    assert plan.index_scans(planner.index("_journal_job")), plan.text
+    assert plan.seq_scans(planner.journal) == [], plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize("name", ["count_jobs", "retry_matching", "cancel_matching"])
+def test_counts_and_bulk_changes_of_one_kind_read_indexes_and_probe_the_journal(
+    planner: Planner, name: str
+) -> None:
+    params: dict[str, Any] = {"kind": "crm.sync", "note": "error"}
+    if name == "count_jobs":
+        params["status"] = "dead"
+    else:
+        params["batch_size"] = 1000
+    if name == "cancel_matching":
+        params["cancel_note"] = "cancelled"
+    plan = planner.explain(name, **params)
+    assert plan.index_scans(planner.index("_journal_job")), plan.text
+    assert plan.seq_scans(planner.journal) == [], plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text

@@ -38,15 +38,19 @@ from venturi.types import (
     JobDetail,
     JobRef,
     JobRow,
+    JobSummary,
     JournalEntry,
     KindStats,
     MergeAction,
+    MinuteCounts,
     NewJob,
     OutcomeKind,
     Page,
     Priority,
     Stats,
     Status,
+    SummaryPage,
+    Throughput,
 )
 
 T = TypeVar("T")
@@ -487,6 +491,74 @@ class PostgresBackend:
     def close(self) -> None:
         self._claim_pool.close()
         self._pool.close()
+
+    # -- dashboard ---------------------------------------------------------------
+
+    def throughput(self, window: timedelta) -> Throughput:
+        rows = self._run(lambda conn: self._queries.throughput.many(conn, window=window))
+        minutes = tuple(
+            MinuteCounts(r["kind"], r["minute"], int(r["completed"]), int(r["dead"]))
+            for r in rows
+            if r["kind"] is not None
+        )
+        return Throughput(rows[0]["current_minute"], minutes)
+
+    def list_job_summaries(
+        self,
+        *,
+        status: Status | None,
+        kind: str | None,
+        note: str | None,
+        limit: int,
+        after: Cursor | None,
+    ) -> SummaryPage:
+        rows = self._run(
+            lambda conn: self._queries.list_jobs_noted.many(
+                conn,
+                status=status.value if status is not None else None,
+                kind=kind,
+                note=note,
+                after_created_at=after.created_at if after is not None else None,
+                after_id=after.id if after is not None else None,
+                limit=limit,
+            )
+        )
+        jobs = tuple(
+            JobSummary(
+                _job_row(r),
+                OutcomeKind(r["last_outcome"]) if r["last_outcome"] is not None else None,
+                r["last_note"],
+            )
+            for r in rows
+        )
+        last = jobs[-1].job if len(jobs) == limit else None
+        return SummaryPage(jobs, Cursor(last.created_at, last.id) if last is not None else None)
+
+    def count_jobs(self, *, status: Status | None, kind: str | None, note: str | None) -> int:
+        row = self._run(
+            lambda conn: self._queries.count_jobs.one(
+                conn, status=status.value if status is not None else None, kind=kind, note=note
+            )
+        )
+        return int(row["jobs"]) if row is not None else 0
+
+    def retry_matching(self, *, kind: str | None, note: str | None, batch_size: int) -> int:
+        row = self._run(
+            lambda conn: self._queries.retry_matching.one(
+                conn, kind=kind, note=note, batch_size=batch_size
+            )
+        )
+        return int(row["changed"]) if row is not None else 0
+
+    def cancel_matching(
+        self, *, kind: str | None, note: str | None, batch_size: int, cancel_note: str = "cancelled"
+    ) -> int:
+        row = self._run(
+            lambda conn: self._queries.cancel_matching.one(
+                conn, kind=kind, note=note, batch_size=batch_size, cancel_note=cancel_note
+            )
+        )
+        return int(row["changed"]) if row is not None else 0
 
 
 def _job_row(row: Mapping[str, Any]) -> JobRow:

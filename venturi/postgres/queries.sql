@@ -365,3 +365,100 @@ SELECT kind, status, count(*) AS jobs,
 FROM {{prefix}}_jobs
 GROUP BY kind, status
 ORDER BY kind, status
+
+-- name: throughput :many
+-- Dashboard chart: completed and dead jobs per kind per minute since the start of
+-- the minute `window` ago. A range scan of the partial _jobs_finished; the outer
+-- row always exists so the database's current minute comes back with no jobs too.
+SELECT date_trunc('minute', now()) AS current_minute, t.kind, t.minute, t.completed, t.dead
+FROM (SELECT 1) AS clock
+LEFT JOIN (
+    SELECT kind, date_trunc('minute', finished_at) AS minute,
+           count(*) FILTER (WHERE status = 'completed') AS completed,
+           count(*) FILTER (WHERE status = 'dead') AS dead
+    FROM {{prefix}}_jobs
+    WHERE finished_at IS NOT NULL
+      AND finished_at >= date_trunc('minute', now()) - %(window)s
+    GROUP BY kind, date_trunc('minute', finished_at)
+) AS t ON true
+ORDER BY t.kind, t.minute
+
+-- name: list_jobs_noted :many
+-- The dashboard's listing: list_jobs plus each row's last journal entry (one probe
+-- of _journal_job per row), optionally filtered on text in that entry's note
+-- (case-insensitive substring; strpos, so LIKE's wildcards are plain characters).
+-- The note filter cannot use an index: it reads newest first until LIMIT rows match.
+SELECT j.*, last.outcome AS last_outcome, last.note AS last_note
+FROM {{prefix}}_jobs AS j
+LEFT JOIN LATERAL (
+    SELECT e.outcome, e.note FROM {{prefix}}_journal AS e
+    WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1
+) AS last ON true
+WHERE (%(status)s::text IS NULL OR j.status = %(status)s::text)
+  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+  AND (%(note)s::text IS NULL OR strpos(lower(last.note), lower(%(note)s::text)) > 0)
+  AND (j.created_at, j.id) < (coalesce(%(after_created_at)s::timestamptz, 'infinity'),
+                              coalesce(%(after_id)s::text, ''))
+ORDER BY j.created_at DESC, j.id DESC
+LIMIT %(limit)s
+
+-- name: count_jobs :one
+-- How many rows a bulk action by filter would touch, shown before it is confirmed.
+SELECT count(*) AS jobs
+FROM {{prefix}}_jobs AS j
+WHERE (%(status)s::text IS NULL OR j.status = %(status)s::text)
+  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+  AND (%(note)s::text IS NULL OR strpos(lower((
+          SELECT e.note FROM {{prefix}}_journal AS e
+          WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1)), lower(%(note)s::text)) > 0)
+
+-- name: retry_matching :one
+-- Bulk operator retry (as retry_job) of dead rows matching the filter, one batch.
+-- SKIP LOCKED: a row another transaction holds is left for the next batch.
+-- A retried row is pending with a new last note, so it never matches again.
+WITH picked AS (
+    SELECT j.id
+    FROM {{prefix}}_jobs AS j
+    WHERE j.status = 'dead'
+      AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+      AND (%(note)s::text IS NULL OR strpos(lower((
+              SELECT e.note FROM {{prefix}}_journal AS e
+              WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1)), lower(%(note)s::text)) > 0)
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), retried AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0
+    FROM picked
+    WHERE j.id = picked.id AND j.status = 'dead'
+    RETURNING j.id, j.kind, j.run_count
+), entry AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(), 'retried', 'retried by operator' FROM retried
+)
+SELECT count(*) AS changed FROM retried
+
+-- name: cancel_matching :one
+-- Bulk cancel (as cancel_job) of pending rows matching the filter, one batch; a
+-- cancelled row is dead, so it never matches again.
+WITH picked AS (
+    SELECT j.id
+    FROM {{prefix}}_jobs AS j
+    WHERE j.status = 'pending'
+      AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+      AND (%(note)s::text IS NULL OR strpos(lower((
+              SELECT e.note FROM {{prefix}}_journal AS e
+              WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1)), lower(%(note)s::text)) > 0)
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), cancelled AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = 'dead', finished_at = now()
+    FROM picked
+    WHERE j.id = picked.id AND j.status = 'pending'
+    RETURNING j.id, j.kind, j.run_count
+), entry AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(), 'dead', %(cancel_note)s FROM cancelled
+)
+SELECT count(*) AS changed FROM cancelled

@@ -1,0 +1,163 @@
+"""The dashboard in a real browser: Debian's chromium driven by Playwright, against a
+real uvicorn server. Screenshots of every page go to the artifact directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_support import TOKEN, dead_job, seed
+
+from venturi.dashboard import create_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(os.environ.get("VENTURI_ARTIFACTS") or Path(__file__).parent / "artifacts")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        message = (
+            f"browser tests need Debian's chromium at {CHROMIUM} "
+            "(apt-get install -y chromium); .ci/run installs it"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def problems() -> list[str]:
+    """Errors the page logged; a test that expects one (a refused form's 400) removes it."""
+    return []
+
+
+@pytest.fixture
+def page(browser, url: str, problems: list[str]) -> Iterator[Any]:
+    """A fresh browser context; it closes before the server (``url``) stops."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    opened = context.new_page()
+    opened.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    opened.on("pageerror", lambda e: problems.append(str(e)))
+    yield opened
+    context.close()
+    assert problems == [], "the page logged errors (a CSP refusal shows here too)"
+
+
+@pytest.fixture
+def url(app, tasks, serve) -> str:
+    return serve(create_app(app, token=TOKEN, live_interval=0.5)).url
+
+
+def screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def sign_in(page, url: str) -> None:
+    page.goto(f"{url}/login")
+    page.fill("input[name=token]", TOKEN)
+    page.click("#sign-in")
+    page.wait_for_selector("text=Signed in: changes are allowed")
+
+
+def test_overview_renders_counts_chart_and_the_unserved_kind(page, url, app, db, tasks) -> None:
+    seed(app, db, tasks)
+    page.goto(url)
+    page.wait_for_selector("h2:has-text('Kinds')")
+    kinds = page.locator("table.grid tbody tr td:first-child code").all_inner_texts()
+    assert {"mail.send", "reports.nightly", "billing.invoice"} <= set(kinds)
+    assert page.locator("svg.chart.large rect.ok").count() > 10
+    assert page.locator("tr.flagged code").inner_text() == "billing.invoice"
+    assert page.locator(".card.c-completed .card-value").inner_text() == "90"
+    page.wait_for_selector("#live-status.ok")
+    screenshot(page, "overview.png")
+
+
+def test_a_click_on_a_job_opens_its_timeline(page, url, app, db, tasks) -> None:
+    seed(app, db, tasks)
+    job_id = dead_job(app, db, tasks["send"], note="SMTPServerDisconnected: connection lost")
+    db.execute(
+        "UPDATE {{prefix}}_journal SET attachment = %s WHERE job_id = %s",
+        ('{"server": "smtp.example.org", "attempt": 1}', job_id),
+    )
+    page.goto(f"{url}/jobs")
+    screenshot(page, "jobs.png")
+    page.click(f"a[href='/jobs/{job_id}']")
+    page.wait_for_selector("h2:has-text('Journal')")
+    assert page.locator("h1").inner_text() == job_id
+    entries = page.locator("ol.timeline li")
+    assert entries.count() == 1
+    assert "SMTPServerDisconnected: connection lost" in entries.first.inner_text()
+    assert "smtp.example.org" in entries.first.inner_text()
+    screenshot(page, "job.png")
+
+
+def test_retry_from_the_job_page_changes_the_row(page, url, app, db, tasks) -> None:
+    job_id = dead_job(app, db, tasks["send"])
+    sign_in(page, url)
+    page.goto(f"{url}/jobs/{job_id}")
+    page.click("#retry")
+    page.wait_for_selector("text=Retried: the job is pending again")
+    assert page.locator(".actions .status").inner_text() == "pending"
+    row = db.one("SELECT status, failure_count FROM {{prefix}}_jobs WHERE id = %s", (job_id,))
+    assert row == {"status": "pending", "failure_count": 0}
+    assert [e["note"] for e in db.journal(job_id)][-1] == "retried by operator"
+
+
+def test_a_job_enqueued_after_the_page_loaded_appears_without_a_reload(page, url, tasks) -> None:
+    tasks["send"].delay("first@example.org")
+    page.goto(f"{url}/jobs")
+    page.wait_for_selector("table.jobs")
+    page.evaluate("window.loadedOnce = 'yes'")
+    ref = tasks["send"].delay("late@example.org")
+    page.wait_for_selector(f"a[href='/jobs/{ref.id}']", timeout=15000)
+    assert page.evaluate("window.loadedOnce") == "yes"  # the same document: no reload
+
+
+def test_schedules_enqueue_and_a_refused_enqueue(page, url, db, problems) -> None:
+    page.goto(f"{url}/schedules")
+    page.wait_for_selector("text=0 3 * * *")
+    screenshot(page, "schedules.png")
+    sign_in(page, url)
+    page.goto(f"{url}/enqueue")
+    page.select_option("#enqueue-kind", "mail.send")
+    page.fill("textarea[name=kwargs]", '{"subjekt": "typo"}')
+    screenshot(page, "enqueue.png")
+    page.click("#enqueue-submit")
+    page.wait_for_selector("text=Refused, nothing was written")
+    screenshot(page, "enqueue-refused.png")
+    assert db.jobs() == []
+    assert problems == [
+        "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+    ]
+    problems.clear()
+    page.fill("textarea[name=args]", '["ops@example.org"]')
+    page.fill("textarea[name=kwargs]", '{"subject": "hi"}')
+    page.click("#enqueue-submit")
+    page.wait_for_selector("text=Enqueued.")
+    (row,) = db.jobs()
+    assert page.locator("h1").inner_text() == row["id"]

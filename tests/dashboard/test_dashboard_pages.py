@@ -1,0 +1,158 @@
+"""Every page over HTTP, against the real App and PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+
+from dashboard_support import dead_job, seed
+from starlette.testclient import TestClient
+from support import wait_until
+
+import venturi
+
+
+def test_overview_shows_counts_per_kind_and_status(client: TestClient, app, db, tasks) -> None:
+    seed(app, db, tasks)
+    page = client.get("/")
+    assert page.status_code == 200
+    html = page.text
+    row = html[html.index("<code>mail.send</code>") :]
+    row = row[: row.index("</tr>")]
+    counts = re.findall(r'class="count s-(\w+)"[^>]*>(\d+)<', row)
+    assert dict(counts) == {
+        "pending": "21",
+        "claimed": "3",
+        "completed": "90",
+        "dead": "7",
+    }  # 1 scheduled
+    assert "Finished per minute, last hour" in html
+    assert "90 completed" in html
+    assert "7 dead" in html
+
+
+def test_overview_chart_has_sixty_minutes_with_the_finished_jobs(client, app, db, tasks) -> None:
+    seed(app, db, tasks)
+    html = client.get("/").text
+    big = html[html.index('class="chart large"') :]
+    big = big[: big.index("</svg>")]
+    titles = re.findall(r"<title>\d\d:\d\d UTC: (\d+) completed, (\d+) dead</title>", big)
+    assert len(titles) == 60
+    assert sum(int(c) for c, _ in titles) == 90
+    assert sum(int(d) for _, d in titles) == 7
+
+
+def test_overview_flags_pending_kinds_this_app_has_no_task_for(client, app, db, tasks) -> None:
+    seed(app, db, tasks)
+    html = client.get("/").text
+    assert "that this App has no task for" in html
+    assert re.search(r'<tr class="flagged">\s*<td>\s*<a [^>]*><code>billing.invoice</code>', html)
+    assert "flagged" not in html[html.index("<code>mail.send</code>") - 200 :][:200]
+
+
+def test_overview_shows_the_oldest_eligible_age(client, app, db, tasks) -> None:
+    ref = tasks["send"].delay("a@example.org")
+    db.execute(
+        "UPDATE {{prefix}}_jobs SET created_at = now() - interval '3 hours',"
+        " visible_at = now() - interval '2 hours 5 minutes' WHERE id = %s",
+        (ref.id,),
+    )
+    html = client.get("/").text
+    assert "2h 5m" in html
+
+
+def test_jobs_page_lists_newest_first_with_the_last_note(client, app, db, tasks) -> None:
+    first = dead_job(app, db, tasks["send"], note="TimeoutError: smtp took too long")
+    second = tasks["send"].delay("b@example.org").id
+    html = client.get("/jobs").text
+    assert html.index(second) < html.index(first)
+    assert "TimeoutError: smtp took too long" in html
+
+
+def test_jobs_page_filters_by_kind_status_and_note_text(client, app, db, tasks) -> None:
+    timeout = dead_job(app, db, tasks["send"], note="TimeoutError: smtp took too long")
+    refused = dead_job(app, db, tasks["send"], note="SMTPRecipientsRefused: 550")
+    pending = tasks["send"].delay("c@example.org").id
+    html = client.get("/jobs", params={"status": "dead", "note": "TIMEOUT"}).text
+    assert timeout in html
+    assert refused not in html
+    assert pending not in html
+    html = client.get("/jobs", params={"kind": "mail.send", "status": "pending"}).text
+    assert pending in html
+    assert timeout not in html
+    assert client.get("/jobs", params={"kind": "other.kind"}).text.count("/jobs/01") == 0
+
+
+def test_jobs_page_pages_with_the_keyset_cursor(client, app, tasks) -> None:
+    refs = tasks["send"].delay_many([{"to": f"u{i}@example.org"} for i in range(60)])
+    first = client.get("/jobs").text
+    older = re.search(r'href="(/jobs\?after=[^"]+)"', first)
+    assert older is not None
+    second = client.get(older.group(1).replace("&amp;", "&")).text
+    listed = set(re.findall(r'href="/jobs/([0-9A-Z]{26})"', first)) | set(
+        re.findall(r'href="/jobs/([0-9A-Z]{26})"', second)
+    )
+    assert listed == {r.id for r in refs}
+    assert client.get("/jobs", params={"after": "not-a-cursor"}).status_code == 400
+
+
+def test_job_page_shows_row_payload_carry_and_timeline(client, app, db, tasks) -> None:
+    job_id = dead_job(app, db, tasks["send"], note="ValueError: no such mailbox")
+    db.execute("UPDATE {{prefix}}_jobs SET carry = '{\"step\": 2}' WHERE id = %s", (job_id,))
+    db.execute(
+        "UPDATE {{prefix}}_journal SET attachment = '{\"smtp_code\": 550}' WHERE job_id = %s",
+        (job_id,),
+    )
+    html = client.get(f"/jobs/{job_id}").text
+    assert job_id in html
+    assert "dead@example.org" in html
+    assert "&#34;step&#34;: 2" in html
+    assert "ValueError: no such mailbox" in html
+    assert "&#34;smtp_code&#34;: 550" in html
+    assert "run 1" in html
+
+
+def test_job_page_of_an_unknown_id_is_a_404(client) -> None:
+    assert client.get("/jobs/01NOSUCHJOB000000000000000").status_code == 404
+
+
+def test_schedules_page_shows_each_schedule_with_its_next_ticks(client) -> None:
+    html = client.get("/schedules").text
+    row = html[html.index("<code>reports.nightly</code>") :]
+    html = row[: row.index("</tr>")]
+    assert "<code>0 3 * * *</code>" in html
+    assert "Europe/Paris" in html
+    ticks = re.findall(r"<li>(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)</li>", html)
+    assert len(ticks) == 5
+    assert all(t.endswith(("01:00:00", "02:00:00")) for t in ticks)  # 03:00 Paris in UTC
+
+
+def test_enqueue_page_offers_every_task_of_the_app(client: TestClient, signed_in: str) -> None:
+    html = client.get("/enqueue").text
+    assert '<option value="mail.send"' in html
+    assert '<option value="reports.nightly"' in html
+
+
+def test_pages_without_tasks_or_jobs_still_render(database_url: str, prefix: str, db) -> None:
+    from venturi.dashboard import create_app
+
+    db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs")
+    empty = venturi.App(database_url, prefix=prefix, set_as_current=False)
+    with TestClient(create_app(empty, read_only=True), base_url="http://127.0.0.1") as c:
+        for path in ("/", "/jobs", "/schedules", "/enqueue"):
+            assert c.get(path).status_code == 200, path
+    empty.close()
+
+
+def test_live_refresh_gets_the_same_page_with_fresh_rows(client, tasks) -> None:
+    before = client.get("/jobs", headers={"x-venturi-live": "1"}).text
+    ref = tasks["send"].delay("late@example.org")
+    # the shared cache holds reads for one interval; a change made elsewhere shows after it
+
+    def refreshed() -> str | None:
+        text = client.get("/jobs", headers={"x-venturi-live": "1"}).text
+        return text if ref.id in text else None
+
+    after = wait_until(refreshed, timeout=10)
+    assert ref.id not in before
+    assert 'id="jobs-list"' in after
+    assert after.count("<table") == 1

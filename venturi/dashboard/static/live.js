@@ -1,0 +1,50 @@
+// Live updates without a reload: every few seconds, fetch this same page and swap
+// each [data-live] region for its fresh copy. The server renders (and escapes)
+// everything; nothing here builds HTML from data. A region holding the focused
+// element is left alone so a click or a keystroke is never lost mid-swap.
+(function () {
+  "use strict";
+  var seconds = Number(document.body.getAttribute("data-live-interval") || "0");
+  var status = document.getElementById("live-status");
+  if (!(seconds > 0) || !document.querySelector("[data-live]")) {
+    if (status) { status.hidden = true; }
+    return;
+  }
+  var busy = false;
+
+  function show(text, state) {
+    if (status) {
+      status.textContent = text;
+      status.className = "live " + state;
+    }
+  }
+
+  function refresh() {
+    if (busy || document.hidden) { return; }
+    busy = true;
+    fetch(window.location.href, {
+      headers: { "X-Venturi-Live": "1" },
+      credentials: "same-origin",
+      cache: "no-store"
+    }).then(function (response) {
+      if (!response.ok) { throw new Error("HTTP " + response.status); }
+      return response.text();
+    }).then(function (html) {
+      var fresh = new DOMParser().parseFromString(html, "text/html");
+      document.querySelectorAll("[data-live]").forEach(function (region) {
+        var replacement = fresh.getElementById(region.id);
+        if (replacement && !region.contains(document.activeElement)) {
+          region.replaceWith(document.importNode(replacement, true));
+        }
+      });
+      show("live · " + new Date().toLocaleTimeString(), "ok");
+    }).catch(function () {
+      show("live · retrying", "bad");
+    }).finally(function () {
+      busy = false;
+    });
+  }
+
+  show("live", "ok");
+  window.setInterval(refresh, seconds * 1000);
+}());

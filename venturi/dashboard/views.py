@@ -1,0 +1,150 @@
+"""What the pages show, computed from the App's answers: rows, charts and labels.
+
+Kept apart from the HTTP layer so the arithmetic (chart buckets, unserved
+kinds, ages) is plain functions over venturi's own types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from venturi.types import MinuteCounts, Stats, Status, Throughput
+
+#: The chart's span: this minute and the 59 before it.
+CHART_MINUTES = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One minute of the chart, already scaled to the chart's height."""
+
+    x: float
+    minute: datetime
+    completed: int
+    dead: int
+    completed_height: float
+    dead_height: float
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    bars: tuple[Bar, ...]
+    width: float
+    height: float
+    bar_width: float
+    peak: int
+    completed: int
+    dead: int
+
+
+@dataclass(frozen=True, slots=True)
+class KindRow:
+    kind: str
+    counts: Mapping[Status, int]
+    scheduled: int
+    oldest_eligible_age: timedelta | None
+    is_served: bool
+    chart: Chart
+
+    @property
+    def is_unserved_with_pending(self) -> bool:
+        """Pending work that no task of this App can run: a typo, or a worker that is gone."""
+        return not self.is_served and self.counts.get(Status.PENDING, 0) > 0
+
+
+def chart(counts: Iterable[MinuteCounts], current_minute: datetime, *, height: float = 40) -> Chart:
+    """Stacked bars per minute, oldest left; minutes with nothing finished stay empty."""
+    first = current_minute - timedelta(minutes=CHART_MINUTES - 1)
+    done = [0] * CHART_MINUTES
+    dead = [0] * CHART_MINUTES
+    for item in counts:
+        index = int((item.minute - first).total_seconds() // 60)
+        if 0 <= index < CHART_MINUTES:
+            done[index] += item.completed
+            dead[index] += item.dead
+    peak = max((c + d for c, d in zip(done, dead, strict=True)), default=0)
+    bar_width = 4.0
+    scale = height / peak if peak else 0.0
+    bars = tuple(
+        Bar(
+            x=i * bar_width,
+            minute=first + timedelta(minutes=i),
+            completed=done[i],
+            dead=dead[i],
+            completed_height=round(done[i] * scale, 2),
+            dead_height=round(dead[i] * scale, 2),
+        )
+        for i in range(CHART_MINUTES)
+    )
+    return Chart(bars, CHART_MINUTES * bar_width, height, bar_width, peak, sum(done), sum(dead))
+
+
+def kind_rows(stats: Stats, throughput: Throughput, served: Collection[str]) -> list[KindRow]:
+    """Every kind with rows or a task, unserved kinds with pending work first."""
+    by_kind = {k.kind: k for k in stats.kinds}
+    rows = []
+    for kind in sorted(set(by_kind) | set(served)):
+        found = by_kind.get(kind)
+        rows.append(
+            KindRow(
+                kind=kind,
+                counts=found.counts if found is not None else {},
+                scheduled=found.scheduled if found is not None else 0,
+                oldest_eligible_age=found.oldest_eligible_age if found is not None else None,
+                is_served=kind in served,
+                chart=chart(
+                    (m for m in throughput.minutes if m.kind == kind), throughput.current_minute
+                ),
+            )
+        )
+    rows.sort(key=lambda row: not row.is_unserved_with_pending)
+    return rows
+
+
+def totals(stats: Stats) -> dict[Status, int]:
+    total = dict.fromkeys(Status, 0)
+    for kind in stats.kinds:
+        for status, count in kind.counts.items():
+            total[status] += count
+    return total
+
+
+def format_age(age: timedelta | None) -> str:
+    """A short human age: ``42s``, ``3m 5s``, ``2h 10m``, ``4d 1h``; an em dash for none."""
+    if age is None:
+        return "\u2014"
+    seconds = max(0, int(age.total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+def format_time(value: datetime | None) -> str:
+    """UTC, to the second: one clock for everyone reading the same screen."""
+    if value is None:
+        return "\u2014"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def format_json(value: Any, *, indent: bool = True) -> str:
+    """JSON of decoded values, indented unless asked not to; text the database kept
+    raw (not decodable) is shown as it is."""
+    if isinstance(value, str) and type(value) is not str:
+        return str(value)
+    option = orjson.OPT_SORT_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    try:
+        return orjson.dumps(value, option=option).decode()
+    except TypeError:
+        return repr(value)
