@@ -24,6 +24,7 @@ import base64
 import binascii
 import importlib
 import importlib.metadata
+import json
 import logging
 import os
 import re
@@ -755,6 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = command(actions, name, help_text, handler)
         sub.add_argument("id", metavar="ID", help="the job id")
         _add_json_option(sub)
+    _add_jobs_add_command(actions)
 
     cleanup = command(commands, "cleanup", "delete old completed/dead jobs", _cmd_cleanup)
     cleanup.add_argument(
@@ -832,6 +834,117 @@ def build_parser() -> argparse.ArgumentParser:
     )
     access.add_argument("--read-only", action="store_true", help="show everything, allow no change")
     return parser
+
+
+# ------------------------------------------------------------------ jobs add
+
+
+def _json_object_argument(text: str) -> dict[str, Any]:
+    """The keyword arguments as Python would pass them; the task then checks them as JSON.
+
+    Parsed by the standard library, not orjson, which would turn an integer
+    beyond 64 bits into an inexact float instead of letting the task refuse it.
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"invalid JSON {text!r}: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a JSON object: give the keyword arguments, e.g. '{{\"n\": 1}}'"
+        )
+    return value
+
+
+def _countdown_argument(text: str) -> float | timedelta:
+    """Seconds (``30``) or a duration (``1m30s``); its range is checked as ``.delay()`` does."""
+    try:
+        return float(text)
+    except ValueError:
+        return _duration_argument(text)
+
+
+def _eta_argument(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid eta {text!r}: use ISO 8601 with a time zone, e.g. 2030-01-01T09:00:00Z"
+        ) from None
+
+
+def _cmd_jobs_add(args: argparse.Namespace) -> int:
+    """Enqueue one job of a kind the App's tasks declare, through ``apply_async``.
+
+    The task checks the arguments exactly as ``.delay()`` does (binding, JSON,
+    delay, tier, dedup key), so a call refused here would be refused in Python
+    too; such refusals are bad input (exit 2) and write nothing.
+    """
+    from venturi.errors import EnqueueError
+    from venturi.types import Priority
+
+    with closing(_open_app(args)) as app:
+        known = app.tasks()
+        if not known:
+            raise UsageError(
+                f"no tasks are known, so kind {args.kind!r} cannot be checked: pass --app "
+                "module:attribute (your App, whose tasks declare the kinds)"
+            )
+        task = known.get(args.kind)
+        if task is None:
+            raise UsageError(f"unknown kind {args.kind!r}; known kinds: {', '.join(sorted(known))}")
+        try:
+            ref = task.apply_async(
+                kwargs=args.arguments,
+                countdown=args.countdown,
+                eta=args.eta,
+                priority=Priority[args.priority.upper()] if args.priority else None,
+                dedup_key=args.dedup_key,
+            )
+        except EnqueueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.json:
+        _write_json({"id": ref.id, "merged": ref.merged})
+    else:
+        _write_lines([f"{ref.id} merged" if ref.merged else ref.id])
+    return EXIT_OK
+
+
+def _add_jobs_add_command(actions: argparse._SubParsersAction[_Parser]) -> None:
+    from venturi.types import Priority
+
+    help_text = "enqueue one job of KIND, checked like .delay() (needs --app)"
+    sub = actions.add_parser("add", help=help_text, description=help_text)
+    _add_app_options(sub, nested=True)
+    sub.set_defaults(handler=_cmd_jobs_add)
+    sub.add_argument("kind", metavar="KIND", help="a kind declared by one of the App's tasks")
+    sub.add_argument(
+        "arguments",
+        metavar="JSON",
+        nargs="?",
+        type=_json_object_argument,
+        default={},
+        help="the handler's keyword arguments as a JSON object (default: {})",
+    )
+    sub.add_argument(
+        "--countdown",
+        type=_countdown_argument,
+        metavar="SECONDS",
+        help="eligible after this many seconds (or a duration such as 15m)",
+    )
+    sub.add_argument(
+        "--eta",
+        type=_eta_argument,
+        metavar="ISO8601",
+        help="eligible at this time, with a time zone (not with --countdown)",
+    )
+    sub.add_argument(
+        "--priority",
+        choices=[p.name.lower() for p in Priority],
+        help="this job's tier instead of the task's",
+    )
+    sub.add_argument("--dedup-key", metavar="KEY", help="instead of the task's dedup function")
+    _add_json_option(sub)
 
 
 DASHBOARD_TOKEN_ENV = "VENTURI_DASHBOARD_TOKEN"

@@ -14,8 +14,9 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import datetime, timedelta
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ulid import ULID
 
@@ -43,6 +44,27 @@ logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class Enqueuer(Protocol):
+    """Where a task's enqueues go: its App's backend, or an eager session."""
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], *, connection: object | None = None
+    ) -> list[JobRef]: ...
+
+
+class EagerHook(Enqueuer, Protocol):
+    """What ``venturi.testing.eager(app)`` installs: enqueues through ``app`` go to it instead."""
+
+    @property
+    def app(self) -> AppLike: ...
+
+
+#: The eager session of the current context (``venturi.testing.eager``), else None.
+#: A contextvar, so it is scoped to the ``with`` block: threads started elsewhere,
+#: a worker's among them, never see it (ADR 0120).
+eager_session: ContextVar[EagerHook | None] = ContextVar("venturi_eager_session", default=None)
 
 
 class Task(Generic[P, R]):
@@ -122,7 +144,7 @@ class Task(Generic[P, R]):
         job = self.new_job(
             args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
         )
-        return self._backend().enqueue([job], connection=connection)[0]
+        return self._enqueuer().enqueue([job], connection=connection)[0]
 
     def delay_many(
         self,
@@ -142,7 +164,7 @@ class Task(Generic[P, R]):
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise EnqueueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        backend = self._backend()
+        backend = self._enqueuer()
         refs: list[JobRef] = []
         batch: list[NewJob] = []
         for index, item in enumerate(items):
@@ -174,6 +196,14 @@ class Task(Generic[P, R]):
     def _backend(self) -> Backend:
         app = self._app if self._app is not None else current_app(self.kind)
         return app.backend
+
+    def _enqueuer(self) -> Enqueuer:
+        """The backend, unless an eager session of this task's App is active here."""
+        eager = eager_session.get()
+        if eager is None:
+            return self._backend()
+        app = self._app if self._app is not None else current_app(self.kind)
+        return eager if eager.app is app else app.backend
 
     def new_job(
         self,

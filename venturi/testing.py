@@ -9,6 +9,12 @@ is due again at once runs again in the same drain, as it would on a worker.
 returns the ``Outcome`` a worker would record, to unit-test a handler's
 endings (return, pause, ``Retry``, ``Fail``, an exception) directly.
 
+``with eager(app) as session:`` makes ``.delay()``, ``.apply_async()`` and
+``.delay_many()`` of the tasks that enqueue through ``app`` run their handler
+at once, in the caller's thread, with no database: same validation, same
+outcome rules, retries and pauses run at once up to their bounds, and
+``session.runs`` says what happened (ADR 0120).
+
 Example::
 
     from venturi.testing import drain
@@ -21,17 +27,21 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import itertools
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
+from venturi.errors import ConfigurationError
 from venturi.runtime.executor import execute
 from venturi.runtime.runner import Runner, worker_id
 from venturi.serialization import decode_json
-from venturi.types import Claim, ClaimedJob, Outcome, Priority
+from venturi.task import eager_session
+from venturi.types import Claim, ClaimedJob, JobRef, NewJob, Outcome, OutcomeKind, Priority
 
 if TYPE_CHECKING:
     from venturi.app import App
@@ -39,17 +49,23 @@ if TYPE_CHECKING:
 
 #: How far ahead ``include_scheduled=True`` looks: every future job.
 SCHEDULED_HORIZON = timedelta(days=365 * 100)
-#: Runs after which ``drain`` gives up, so a job that pauses forever fails the test.
+#: Runs after which ``drain`` (or ``eager``, per job enqueued from the test) gives up,
+#: so a job that pauses or retries forever fails the test.
 DEFAULT_MAX_RUNS = 10_000
+#: How deep ``eager`` runs jobs enqueued from inside handlers run inline, well
+#: within Python's recursion limit (a task that enqueues itself fails the test).
+DEFAULT_MAX_DEPTH = 32
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One run of one job during ``drain``.
+    """One run of one job during ``drain`` or ``eager``.
 
-    ``is_recorded`` is False when the outcome was discarded because the job
-    had lost its claim meanwhile (ADR 19).
+    ``payload`` is the job's arguments as stored: a JSON object of named
+    arguments. ``is_recorded`` is False when the outcome was discarded because
+    the job had lost its claim meanwhile (ADR 19); under ``eager`` nothing can
+    take the claim, so it is always True.
     """
 
     job_id: str
@@ -57,10 +73,15 @@ class Run:
     run_count: int
     outcome: Outcome
     is_recorded: bool
+    payload: Any
 
 
 class DrainLimitReached(AssertionError):
     """``drain`` ran ``max_runs`` jobs and work was still left."""
+
+
+class EagerLimitReached(DrainLimitReached):
+    """Under ``eager``, a job led to ``max_runs`` runs, or jobs nested ``max_depth`` deep."""
 
 
 def drain(
@@ -97,6 +118,7 @@ def drain(
                 run_count=r.execution.job.claim.run_count,
                 outcome=r.execution.outcome,
                 is_recorded=r.is_recorded,
+                payload=r.execution.job.payload,
             )
             for r in ran
         )
@@ -119,14 +141,161 @@ def perform(task: Task[Any, Any], /, *args: Any, **kwargs: Any) -> Outcome:
     that of a first run (``run_count=1``, no carry).
     """
     payload = decode_json(task.new_job(args, kwargs).payload)
-    job = ClaimedJob(
-        claim=Claim(job_id=str(ULID()), claimed_by=worker_id(), run_count=1),
-        kind=task.kind,
+    job = _claimed_job(str(ULID()), task.kind, payload, worker=worker_id())
+    return execute(task, job).outcome
+
+
+@contextmanager
+def eager(
+    app: App, *, max_runs: int = DEFAULT_MAX_RUNS, max_depth: int = DEFAULT_MAX_DEPTH
+) -> Iterator[EagerSession]:
+    """Run the jobs enqueued through ``app`` at once, in the enqueuing thread, without a database.
+
+    Inside the block, ``.delay()``, ``.apply_async()`` and ``.delay_many()`` of
+    ``app``'s tasks, and of default-registry tasks while ``app`` is the current
+    App, validate the call exactly as usual (a refused call raises the same
+    error and nothing runs), then run the handler to its end before returning
+    a ``JobRef`` with a fresh id: retries and pauses run again at once, without
+    waiting for their delay; ``countdown``/``eta`` are ignored; dedup never
+    merges (no job is pending); ``connection=`` is ignored and nothing is
+    written. Jobs enqueued by a handler run inline too, depth first. The
+    session records every run in ``session.runs``.
+
+    The scope is this context (a contextvar), so threads started elsewhere,
+    such as a worker's, enqueue as usual. Raises ``EagerLimitReached`` from the
+    enqueuing call when one job led to ``max_runs`` runs, or when jobs were
+    enqueued ``max_depth`` deep inside each other. Example::
+
+        with eager(app) as session:
+            ref = send_welcome.delay("a@example.org")
+        assert session.outcome_of(ref).kind is OutcomeKind.COMPLETED
+    """
+    session = EagerSession(app, max_runs=max_runs, max_depth=max_depth)
+    token = eager_session.set(session)
+    try:
+        yield session
+    finally:
+        eager_session.reset(token)
+
+
+class EagerSession:
+    """The runs of one ``eager`` block, and where its enqueues go (``Task`` calls ``enqueue``)."""
+
+    def __init__(self, app: App, *, max_runs: int, max_depth: int) -> None:
+        self.app = app
+        self.runs: list[Run] = []
+        self._max_runs = max_runs
+        self._max_depth = max_depth
+        self._worker_id = worker_id()
+        self._depth = 0
+        self._runs_left = max_runs
+
+    def outcome_of(self, ref: JobRef | str) -> Outcome:
+        """How the job of ``ref`` (or that id) ended: the outcome of its last run."""
+        job_id = ref.id if isinstance(ref, JobRef) else ref
+        for run in reversed(self.runs):
+            if run.job_id == job_id:
+                return run.outcome
+        raise KeyError(f"no job {job_id!r} ran in this eager session")
+
+    def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
+        """Run each validated job to its end; ``connection`` is ignored: nothing is written."""
+        refs = []
+        for job in jobs:
+            if self._depth > 0:
+                self._run_to_end(job)
+            else:
+                self._runs_left = self._max_runs
+                try:
+                    self._run_to_end(job)
+                except _Unwind as unwind:
+                    raise EagerLimitReached(unwind.reason) from None
+            refs.append(JobRef(job.id))
+        return refs
+
+    def _run_to_end(self, job: NewJob) -> None:
+        """Run ``job`` again and again, as a worker's retries and pauses would, until it ends."""
+        task = self.app.tasks().get(job.kind)
+        if task is None:
+            raise ConfigurationError(f"eager: no task of this App serves kind {job.kind!r}")
+        if self._depth >= self._max_depth:
+            raise _Unwind(
+                f"eager: jobs were enqueued {self._max_depth} deep inside each other "
+                f"(the last one {job.kind!r}); a task may be enqueueing itself"
+            )
+        payload = decode_json(job.payload)
+        carry: Any = None
+        failure_count = 0
+        self._depth += 1
+        try:
+            for run_count in itertools.count(1):
+                if self._runs_left == 0:
+                    raise _Unwind(
+                        f"eager: {self._max_runs} runs and {job.kind!r} has not ended; "
+                        "a handler may be pausing or retrying forever"
+                    )
+                self._runs_left -= 1
+                claimed = _claimed_job(
+                    job.id,
+                    job.kind,
+                    payload,
+                    worker=self._worker_id,
+                    run_count=run_count,
+                    failure_count=failure_count,
+                    carry=carry,
+                    priority=job.priority,
+                )
+                outcome = execute(task, claimed).outcome
+                self.runs.append(
+                    Run(
+                        job_id=job.id,
+                        kind=job.kind,
+                        run_count=run_count,
+                        outcome=outcome,
+                        is_recorded=True,
+                        payload=payload,
+                    )
+                )
+                if outcome.kind in (OutcomeKind.COMPLETED, OutcomeKind.DEAD):
+                    return
+                failure_count += outcome.is_failure
+                if outcome.carry is not None:
+                    carry = decode_json(outcome.carry)
+        finally:
+            self._depth -= 1
+
+
+class _Unwind(BaseException):
+    """Carries an eager limit out of every handler it runs in, up to the test's own call.
+
+    A ``BaseException``, so the executor does not take it for the failure of
+    the handler that enqueued the job (which would retry, and enqueue again).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _claimed_job(
+    job_id: str,
+    kind: str,
+    payload: Any,
+    *,
+    worker: str,
+    run_count: int = 1,
+    failure_count: int = 0,
+    carry: Any = None,
+    priority: Priority = Priority.NORMAL,
+) -> ClaimedJob:
+    """A claim of a job that is in no table: what ``perform`` and ``eager`` hand the executor."""
+    return ClaimedJob(
+        claim=Claim(job_id=job_id, claimed_by=worker, run_count=run_count),
+        kind=kind,
         payload=payload,
-        carry=None,
-        priority=Priority.NORMAL,
-        failure_count=0,
+        carry=carry,
+        priority=priority,
+        failure_count=failure_count,
         created_at=_EPOCH,
         claim_expires_at=_EPOCH,
     )
-    return execute(task, job).outcome
