@@ -509,6 +509,7 @@ class PostgresBackend:
 
     async def aclose(self) -> None:
         await self._async_pool.aclose()
+        # The other pools' close joins threads (and other loops' pools): not on this loop.
         await asyncio.to_thread(self.close)
 
     @asynccontextmanager

@@ -308,14 +308,12 @@ class AsyncPool:
         return f"database unavailable: no pooled connection within {waited}s ({timeout})"
 
     async def aclose(self) -> None:
-        """Await the close of the running loop's pool, then close the others as ``close`` does."""
+        """Await the close of the running loop's pool; ``close`` closes the others."""
         loop = asyncio.get_running_loop()
         with self._lock:
             pool = self._pools.pop(loop, None)
         if pool is not None:
             await pool.pool.close(timeout=self._connect_timeout)
-        if self._pools:
-            await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """Close every loop's pool from sync code; idempotent, never blocks a running loop.
