@@ -9,10 +9,15 @@ own operations: whatever the machine does, all three see the same of it.
 - ``raw``: the minimal table (baseline.RawQueue);
 - ``venturi_schema``: plain psycopg into a migrated venturi jobs table;
 - ``venturi``: ``.delay()`` / ``delay_many`` on a third, fresh prefix.
+
+``asynchronous`` compares the awaited enqueue with ``.delay()`` the same way,
+in chunks (one chunk per turn, so entering the event loop is paid once per
+chunk, as in a server whose loop is always running).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -86,4 +91,42 @@ def bulk(url: str, count: int, batch_size: int) -> dict[str, float]:
     finally:
         raw.close()
         schema.close()
+        venturi.close()
+
+
+def asynchronous(url: str, count: int, chunk: int) -> dict[str, float]:
+    """``count`` enqueues per writer, ``chunk`` per turn, in lockstep; jobs/s per writer.
+
+    ``delay``: ``.delay()`` in a loop; ``adelay``: ``await .adelay()`` in a loop on
+    one event loop; ``adelay_gather``: ``chunk`` concurrent ``.adelay()`` calls under
+    ``asyncio.gather`` (the async pool opens up to its ``pool_size`` sessions).
+    All three write to one fresh prefix.
+    """
+    venturi = Prefix(url)
+    loop = asyncio.new_event_loop()
+    try:
+        noop = venturi.noop
+
+        def delay(start: int) -> None:
+            for n in range(start, start + chunk):
+                noop.delay(n)
+
+        async def await_each(start: int) -> None:
+            for n in range(start, start + chunk):
+                await noop.adelay(n)
+
+        async def gather(start: int) -> None:
+            await asyncio.gather(*(noop.adelay(n) for n in range(start, start + chunk)))
+
+        ops: dict[str, Callable[[int], None]] = {
+            "delay": delay,
+            "adelay": lambda start: loop.run_until_complete(await_each(start)),
+            "adelay_gather": lambda start: loop.run_until_complete(gather(start)),
+        }
+        _lockstep(ops, [-chunk])  # warm-up: pools open, statements prepared
+        spent = _lockstep(ops, list(range(0, count, chunk)))
+        return {name: count / seconds for name, seconds in spent.items()}
+    finally:
+        loop.run_until_complete(venturi.app.aclose())
+        loop.close()
         venturi.close()

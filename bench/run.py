@@ -33,6 +33,8 @@ import venturi_bench
 from workload import Figure, Sizes, connect, database_url
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: Enqueues per lockstep turn of the async figures, and the N of the gather figure.
+ASYNC_CHUNK = 50
 
 
 def log(message: str) -> None:
@@ -131,7 +133,18 @@ def main() -> None:
             "limit_50",
         )
     }
-    ven: dict[str, list[Any]] = {k: [] for k in ("delay", "delay_many", "drain_c1", "drain_c8")}
+    ven: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "delay",
+            "delay_many",
+            "drain_c1",
+            "drain_c8",
+            "delay_chunked",
+            "adelay",
+            "adelay_gather",
+        )
+    }
     for n in range(rounds):
         log(f"round {n + 1}/{rounds}")
         paired = attempt(
@@ -148,6 +161,16 @@ def main() -> None:
         raw["copy"].append(_pick(paired, "raw"))
         raw["copy_venturi_schema"].append(_pick(paired, "venturi_schema"))
         ven["delay_many"].append(_pick(paired, "venturi"))
+        paired = attempt(
+            f".delay() | await .adelay() | gather of {ASYNC_CHUNK} .adelay() (lockstep)",
+            lambda: enqueue.asynchronous(url, sizes.single_inserts, ASYNC_CHUNK),
+        )
+        for key, writer in (
+            ("delay_chunked", "delay"),
+            ("adelay", "adelay"),
+            ("adelay_gather", "adelay_gather"),
+        ):
+            ven[key].append(_pick(paired, writer))
         raw["limit_1"].append(
             attempt("raw claim loop LIMIT 1", lambda: baseline.drain(url, sizes.drain, 1))
         )
@@ -351,7 +374,28 @@ def build_figures(
     )
     for figure in (single_schema, bulk_schema, drain_c8_limit_8):
         _ratio(figure)
-    figures += [single, single_schema, bulk, bulk_schema, drain_c1, drain_c8, drain_c8_limit_8]
+    awaited = Figure(
+        "enqueue_adelay",
+        f"enqueue: await .adelay() in a loop ({sizes.single_inserts:,})",
+        "jobs/s",
+        venturi=best(ven["adelay"]),
+        baseline=best(ven["delay_chunked"]),
+        baseline_label=f"venturi .delay() in a loop, same lockstep ({ASYNC_CHUNK} per turn)",
+        target="(info)",
+    )
+    gathered = Figure(
+        "enqueue_adelay_gather",
+        f"enqueue: asyncio.gather of {ASYNC_CHUNK} .adelay() ({sizes.single_inserts:,})",
+        "jobs/s",
+        venturi=best(ven["adelay_gather"]),
+        baseline=best(ven["delay_chunked"]),
+        baseline_label=f"venturi .delay() in a loop, same lockstep ({ASYNC_CHUNK} per turn)",
+        target="(info)",
+    )
+    for figure in (awaited, gathered):
+        _ratio(figure)
+    figures += [single, single_schema, bulk, bulk_schema, awaited, gathered]
+    figures += [drain_c1, drain_c8, drain_c8_limit_8]
 
     if isinstance(latency, dict):
         for key, bound in (("p50_ms", 3.0), ("p95_ms", None), ("p99_ms", 10.0)):

@@ -233,8 +233,20 @@ class App:
         return self.backend.stats()
 
     def close(self) -> None:
+        """Close the backend's pools, the async enqueue pools included (ADR 0122).
+
+        From sync code this closes everything before it returns. Called on a
+        running event loop it cannot wait for that loop's async pool, which then
+        closes as soon as the caller yields: in async code, ``await app.aclose()``.
+        """
         if self._backend is not None:
             self._backend.close()
+
+    async def aclose(self) -> None:
+        """``close`` for async code: awaits the running loop's async pool, then the rest
+        (in a thread, so the loop is never blocked)."""
+        if self._backend is not None:
+            await self._backend.aclose()
 
     def throughput(self, window: timedelta = timedelta(hours=1)) -> Throughput:
         """Completed and dead jobs per kind and minute over the last ``window`` (1 min to 1 day)."""

@@ -274,3 +274,20 @@ class Backend(Protocol):
     ) -> int:
         """Cancel up to ``batch_size`` matching ``pending`` jobs, as ``cancel_job``; how many."""
         ...
+
+    async def aenqueue(
+        self, jobs: Sequence[NewJob], *, connection: object | None = None
+    ) -> list[JobRef]:
+        """``enqueue``, awaited: the same rows, refs, dedup decisions and wake-ups.
+
+        Without ``connection`` it runs on sessions of the running event loop,
+        opened on the first call there; with one (the adapter's async handle,
+        e.g. a ``psycopg.AsyncConnection``) it runs inside the caller's
+        transaction. A handle of the wrong kind raises ``InvalidArgument``
+        before anything is sent.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """``close``, from async code: the running loop's sessions are closed by awaiting."""
+        ...

@@ -1,6 +1,7 @@
 """Tasks: the ``@task`` decorator and the ``Task`` that enqueues a handler's calls.
 
-Enqueueing (``delay``, ``apply_async``, ``delay_many``) does every check
+Enqueueing (``delay``, ``apply_async``, ``delay_many``, and their awaited
+forms ``adelay``, ``aapply_async``, ``adelay_many``) does every check
 *before* any I/O (STYLE R15): the call is bound to the handler's signature
 (``venturi.binding``, which also explains the payload's shape), the tier,
 delay and dedup key are checked (``venturi.options``), and the payload is
@@ -13,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
@@ -162,10 +163,18 @@ class Task(Generic[P, R]):
         batches pass ``connection=`` inside your own transaction.
         Returns one ref per item, in order.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise EnqueueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        _check_batch_size(batch_size)
         backend = self._enqueuer()
         refs: list[JobRef] = []
+        for batch in self._batches(items, batch_size):
+            refs.extend(backend.enqueue(batch, connection=connection))
+        return refs
+
+    def _batches(
+        self, items: Iterable[Mapping[str, Any] | Sequence[Any]], batch_size: int
+    ) -> Iterator[list[NewJob]]:
+        """``items`` as validated batches; the caller writes each before asking for the next,
+        so the items of the batches yielded so far are the ones already enqueued."""
         batch: list[NewJob] = []
         for index, item in enumerate(items):
             try:
@@ -173,15 +182,14 @@ class Task(Generic[P, R]):
             except EnqueueError as exc:
                 exc.add_note(
                     f"item {index} of delay_many({self.kind!r}); "
-                    f"{len(refs)} job(s) of earlier batches were already enqueued"
+                    f"{index - len(batch)} job(s) of earlier batches were already enqueued"
                 )
                 raise
             if len(batch) == batch_size:
-                refs.extend(backend.enqueue(batch, connection=connection))
+                yield batch
                 batch = []
         if batch:
-            refs.extend(backend.enqueue(batch, connection=connection))
-        return refs
+            yield batch
 
     def _new_job_from_item(self, item: Mapping[str, Any] | Sequence[Any]) -> NewJob:
         if isinstance(item, Mapping):
@@ -197,13 +205,25 @@ class Task(Generic[P, R]):
         app = self._app if self._app is not None else current_app(self.kind)
         return app.backend
 
-    def _enqueuer(self) -> Enqueuer:
-        """The backend, unless an eager session of this task's App is active here."""
+    def _eager(self) -> EagerHook | None:
+        """The eager session of this task's App, when one is active here (ADR 0120)."""
         eager = eager_session.get()
         if eager is None:
-            return self._backend()
+            return None
         app = self._app if self._app is not None else current_app(self.kind)
-        return eager if eager.app is app else app.backend
+        return eager if eager.app is app else None
+
+    def _enqueuer(self) -> Enqueuer:
+        """The backend, unless an eager session of this task's App is active here."""
+        eager = self._eager()
+        return eager if eager is not None else self._backend()
+
+    async def _aenqueue(self, jobs: Sequence[NewJob], connection: object | None) -> list[JobRef]:
+        """``aenqueue`` on the App's backend; an eager session runs the jobs inline instead."""
+        eager = self._eager()
+        if eager is not None:
+            return eager.enqueue(jobs, connection=connection)
+        return await self._backend().aenqueue(jobs, connection=connection)
 
     def new_job(
         self,
@@ -268,6 +288,51 @@ class Task(Generic[P, R]):
 
         return resolve
 
+    # -- async enqueue (ADR 0122) ----------------------------------------------------
+
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef:
+        """``delay``, awaited on the running event loop: ``ref = await send.adelay(...)``."""
+        return await self.aapply_async(args, kwargs)
+
+    async def aapply_async(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        countdown: timedelta | float | None = None,
+        eta: datetime | None = None,
+        priority: Priority | int | None = None,
+        dedup_key: str | int | None = None,
+        connection: object | None = None,
+    ) -> JobRef:
+        """``apply_async``, awaited; ``connection`` is a ``psycopg.AsyncConnection``.
+
+        The call is validated and encoded (``new_job``) before the first
+        ``await``, so a refused call raises the same ``EnqueueError`` as
+        ``apply_async`` and writes nothing. Without ``connection`` the job is
+        written on the App's async pool for the running loop, opened on first
+        use. With it, the job exists exactly when the caller's transaction
+        commits; rolled back, there is no row and no wake-up.
+        """
+        job = self.new_job(
+            args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
+        )
+        return (await self._aenqueue([job], connection))[0]
+
+    async def adelay_many(
+        self,
+        items: Iterable[Mapping[str, Any] | Sequence[Any]],
+        *,
+        batch_size: int = 5000,
+        connection: object | None = None,
+    ) -> list[JobRef]:
+        """``delay_many``, awaited: the same batches, validation and partial-write note."""
+        _check_batch_size(batch_size)
+        refs: list[JobRef] = []
+        for batch in self._batches(items, batch_size):
+            refs.extend(await self._aenqueue(batch, connection))
+        return refs
+
     # -- retries -------------------------------------------------------------------
 
     def backoff(self, failure_count: int) -> timedelta:
@@ -291,6 +356,11 @@ class Task(Generic[P, R]):
             )
             return DEFAULT_BACKOFF(max(failure_count, 1))
         return delay
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise EnqueueError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
 class TaskDecorator:

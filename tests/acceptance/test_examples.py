@@ -3,38 +3,28 @@
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: Web-server examples, run under real servers with HTTP requests in test_web_examples.py.
+SERVED = {"fastapi_app.py", "flask_app.py"}
+RUN = [
+    ("quickstart.py", [], "completed"),
+    ("in_web_server.py", ["--self-test"], ""),
+    ("periodic.py", ["--once"], ""),
+]
 
 
-@pytest.fixture
-def example_database(database_url: str) -> Iterator[str]:
-    """A throwaway database, so the examples' default prefix touches nothing else."""
-    name = f"venturi_examples_{secrets.token_hex(4)}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield make_conninfo(database_url, dbname=name)
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+def test_every_example_is_run_by_a_test() -> None:
+    examples = {path.name for path in EXAMPLES.glob("*.py")}
+    assert examples == {script for script, _, _ in RUN} | SERVED
 
 
-@pytest.mark.parametrize(
-    ("script", "args", "expected"),
-    [
-        ("quickstart.py", [], "completed"),
-        ("in_web_server.py", ["--self-test"], ""),
-        ("periodic.py", ["--once"], ""),
-    ],
-)
+@pytest.mark.parametrize(("script", "args", "expected"), RUN)
 def test_example_runs(example_database: str, script: str, args: list[str], expected: str) -> None:
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / script), *args],

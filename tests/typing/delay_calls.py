@@ -1,6 +1,6 @@
-"""Type-checked by tests/unit/test_typing.py, never run: ``.delay()`` is checked
-against the handler's signature (without ``ctx``). Lines ending in ``# rejected``
-must be flagged by mypy; every other line must pass."""
+"""Type-checked by tests/unit/test_typing.py, never run: ``.delay()`` and ``await
+.adelay()`` are checked against the handler's signature (without ``ctx``). Lines ending
+in ``# rejected`` must be flagged by mypy; every other line must pass."""
 
 from __future__ import annotations
 
@@ -31,3 +31,16 @@ send.delay("a@x.org")  # rejected
 send.delay("a@x.org", subjekt="hi")  # rejected
 total.delay("1")  # rejected
 wrong: int = send("a@x.org", "hi")  # rejected
+
+
+async def enqueue_from_async_code() -> tuple[JobRef, JobRef, list[JobRef]]:
+    awaited: JobRef = await send.adelay("a@x.org", subject="hi")
+    applied: JobRef = await send.aapply_async(args=("a@x.org",), countdown=5)
+    many: list[JobRef] = await total.adelay_many([{"a": 1}])
+    await send.adelay(42, subject="hi")  # rejected
+    await total.adelay("1")  # rejected
+    return awaited, applied, many
+
+
+def forgot_to_await() -> JobRef:
+    return send.adelay("a@x.org", subject="hi")  # rejected

@@ -335,3 +335,21 @@ def test_a_task_no_registry_of_the_app_serves_is_refused(app: venturi.App) -> No
         stray.delay()
 
     assert "no task of this App serves kind 'e.stray'" in str(raised.value)
+
+
+def test_async_enqueue_inside_eager_runs_inline_and_touches_no_database(app: venturi.App) -> None:
+    import asyncio
+
+    @app.task(kind="eager.async_enqueue")
+    def double(n: int) -> int:
+        return n * 2
+
+    async def enqueue() -> list[JobRef]:
+        first = await double.adelay(1)
+        rest = await double.adelay_many([{"n": 2}, {"n": 3}])
+        return [first, *rest]
+
+    with eager(app) as session:
+        refs = asyncio.run(enqueue())
+    assert [session.outcome_of(ref).note for ref in refs] == ["2", "4", "6"]
+    assert [run.outcome.kind for run in session.runs] == [OutcomeKind.COMPLETED] * 3

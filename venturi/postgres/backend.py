@@ -7,17 +7,28 @@ turns rows into venturi's types.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import asyncio
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
 
-from venturi.errors import InvalidState, JobNotFound
+from venturi.errors import InvalidArgument, InvalidState, JobNotFound
 from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.postgres.connections import (
     DEFAULT_CONNECT_TIMEOUT,
+    AsyncConnection,
+    AsyncPool,
     Connection,
     Pool,
     PostgresLeadership,
@@ -54,6 +65,7 @@ from venturi.types import (
 )
 
 T = TypeVar("T")
+C = TypeVar("C", psycopg.Connection[Any], psycopg.AsyncConnection[Any])
 
 #: Batches at least this large go through COPY instead of the one-statement insert.
 COPY_THRESHOLD = 256
@@ -71,6 +83,11 @@ class PostgresBackend:
             generic plans (``connections.use_generic_plans``).
         connect_timeout: seconds to wait for a connection before
             ``BackendUnavailable``.
+
+    ``aenqueue`` runs the same statements as ``enqueue`` on an asyncio pool of
+    up to ``pool_size`` sessions per event loop (``connections.AsyncPool``),
+    opened on first use; the row building, the dedup lock order and the merge
+    decision are shared by both paths (module functions below the class).
     """
 
     def __init__(
@@ -98,6 +115,13 @@ class PostgresBackend:
             connect_timeout=connect_timeout,
             configure=use_generic_plans,
         )
+        #: Async enqueue's sessions: one pool per event loop, none until first used.
+        self._async_pool = AsyncPool(
+            url,
+            name=f"venturi-{self._prefix.value}-async",
+            max_size=pool_size,
+            connect_timeout=connect_timeout,
+        )
 
     @property
     def prefix(self) -> str:
@@ -115,19 +139,12 @@ class PostgresBackend:
             with self._connection() as conn, conn.transaction():
                 yield conn
             return
-        if not isinstance(connection, psycopg.Connection):
-            raise TypeError(
-                f"connection= takes a psycopg.Connection, got {type(connection).__name__}"
-            )
+        conn = _callers_connection(connection, psycopg.Connection, "enqueue")
         with translated_errors(self._prefix):
-            idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            if idle and not connection.autocommit:
-                # psycopg's transaction() would BEGIN and COMMIT here, publishing the
-                # job before the caller commits: open the caller's implicit transaction
-                # first, so the block below is a savepoint inside it.
-                self._queries.ping.one(connection)
-            with connection.transaction():
-                yield connection
+            if _is_outside_transaction(conn):
+                self._queries.ping.one(conn)
+            with conn.transaction():
+                yield conn
 
     def _run(self, action: Callable[[Connection], T], pool: Pool | None = None) -> T:
         with self._connection(pool) as conn:
@@ -147,10 +164,7 @@ class PostgresBackend:
     def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
         if not jobs:
             return []
-        plain = [job for job in jobs if job.dedup_key is None]
-        deduplicated = sorted(
-            (job for job in jobs if job.dedup_key is not None), key=self._dedup_lock_name
-        )
+        plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
         refs: dict[str, JobRef] = {}
         if not deduplicated and connection is None:
             # The common case: one autocommit statement, insert and wake-up together.
@@ -168,55 +182,43 @@ class PostgresBackend:
     def _insert(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
         if len(jobs) >= COPY_THRESHOLD:
             self._copy(conn, jobs)
-            return
-        if len(jobs) == 1:
-            (job,) = jobs
-            self._queries.enqueue_job.exec(
-                conn,
-                id=job.id,
-                kind=job.kind,
-                payload=job.payload,
-                priority=int(job.priority),
-                delay=job.delay,
-                eta=job.eta,
-                dedup_key=job.dedup_key,
-                channel=self._prefix.channel,
-            )
-            return
-        self._queries.enqueue_jobs.exec(
-            conn,
-            ids=[j.id for j in jobs],
-            kinds=[j.kind for j in jobs],
-            payloads=[j.payload for j in jobs],
-            priorities=[int(j.priority) for j in jobs],
-            delays=[j.delay for j in jobs],
-            etas=[j.eta for j in jobs],
-            dedup_keys=[j.dedup_key for j in jobs],
-            channel=self._prefix.channel,
-        )
+        elif len(jobs) == 1:
+            self._queries.enqueue_job.exec(conn, **self._one_job_params(jobs[0]))
+        else:
+            self._queries.enqueue_jobs.exec(conn, **self._jobs_params(jobs))
+
+    def _one_job_params(self, job: NewJob) -> dict[str, Any]:
+        return {
+            "id": job.id,
+            "kind": job.kind,
+            "payload": job.payload,
+            "priority": int(job.priority),
+            "delay": job.delay,
+            "eta": job.eta,
+            "dedup_key": job.dedup_key,
+            "channel": self._prefix.channel,
+        }
+
+    def _jobs_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
+        return {
+            "ids": [j.id for j in jobs],
+            "kinds": [j.kind for j in jobs],
+            "payloads": [j.payload for j in jobs],
+            "priorities": [int(j.priority) for j in jobs],
+            "delays": [j.delay for j in jobs],
+            "etas": [j.eta for j in jobs],
+            "dedup_keys": [j.dedup_key for j in jobs],
+            "channel": self._prefix.channel,
+        }
 
     def _copy(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
         """COPY a large batch; created_at from the database clock (see copy_jobs)."""
         with conn.transaction():
             row = self._queries.database_now.one(conn)
             assert row is not None
-            start: datetime = row["now"]
             with conn.cursor() as cursor, self._queries.copy_jobs.copy(cursor) as copy:
-                for offset, job in enumerate(jobs):
-                    created_at = start + timedelta(microseconds=offset)
-                    visible_at = job.eta if job.eta is not None else created_at + job.delay
-                    copy.write_row(
-                        (
-                            job.id,
-                            job.kind,
-                            job.payload,
-                            int(job.priority),
-                            "pending",
-                            created_at,
-                            visible_at,
-                            job.dedup_key,
-                        )
-                    )
+                for values in _copy_rows(jobs, row["now"]):
+                    copy.write_row(values)
             self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
 
     def _dedup_lock_name(self, job: NewJob) -> str:
@@ -227,19 +229,11 @@ class PostgresBackend:
     def _enqueue_deduplicated(self, conn: Connection, job: NewJob) -> JobRef:
         self._queries.lock_dedup_key.exec(conn, lock_name=self._dedup_lock_name(job))
         sibling = self._queries.find_dedup_sibling.one(conn, kind=job.kind, dedup_key=job.dedup_key)
-        decision = None
-        if sibling is not None and job.merge is not None:
-            decision = job.merge(sibling["payload"])
-        if sibling is None or decision is None or decision.action is MergeAction.INDEPENDENT:
+        merge = _merge_params(job, sibling)
+        if sibling is None or merge is None:
             self._insert(conn, [job])
             return JobRef(job.id)
-        self._queries.merge_into_sibling.exec(
-            conn,
-            id=sibling["id"],
-            payload=decision.payload if decision.action is not MergeAction.KEEP else None,
-            priority=int(job.priority),
-            note=f"{decision.action.value}: absorbed {job.id}",
-        )
+        self._queries.merge_into_sibling.exec(conn, **merge)
         return JobRef(sibling["id"], merged=True)
 
     # -- worker verbs --------------------------------------------------------------
@@ -489,6 +483,7 @@ class PostgresBackend:
         return Stats(tuple(kinds))
 
     def close(self) -> None:
+        self._async_pool.close()
         self._claim_pool.close()
         self._pool.close()
 
@@ -560,6 +555,83 @@ class PostgresBackend:
         )
         return int(row["changed"]) if row is not None else 0
 
+    # -- async enqueue (ADR 0122) ----------------------------------------------------
+
+    async def aenqueue(
+        self, jobs: Sequence[NewJob], *, connection: object | None = None
+    ) -> list[JobRef]:
+        """``enqueue`` on this loop's async pool, or inside a ``psycopg.AsyncConnection``'s
+        transaction; the same statements, lock order and merge decisions."""
+        if not jobs:
+            return []
+        plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
+        refs: dict[str, JobRef] = {}
+        if not deduplicated and connection is None:
+            async with self._aconnection() as conn:
+                await self._ainsert(conn, plain)
+        else:
+            async with self._atransaction(connection) as conn:
+                if plain:
+                    await self._ainsert(conn, plain)
+                for job in deduplicated:
+                    refs[job.id] = await self._aenqueue_deduplicated(conn, job)
+                if not plain:
+                    await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
+        return [refs.get(job.id, JobRef(job.id)) for job in jobs]
+
+    async def aclose(self) -> None:
+        await self._async_pool.aclose()
+        # The other pools' close joins threads (and other loops' pools): not on this loop.
+        await asyncio.to_thread(self.close)
+
+    @asynccontextmanager
+    async def _aconnection(self) -> AsyncIterator[AsyncConnection]:
+        with translated_errors(self._prefix):
+            async with self._async_pool.connection() as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def _atransaction(self, connection: object | None) -> AsyncIterator[AsyncConnection]:
+        if connection is None:
+            async with self._aconnection() as conn, conn.transaction():
+                yield conn
+            return
+        conn = _callers_connection(connection, psycopg.AsyncConnection, "aenqueue")
+        with translated_errors(self._prefix):
+            if _is_outside_transaction(conn):
+                await self._queries.ping.aone(conn)
+            async with conn.transaction():
+                yield conn
+
+    async def _ainsert(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> None:
+        if len(jobs) >= COPY_THRESHOLD:
+            await self._acopy(conn, jobs)
+        elif len(jobs) == 1:
+            await self._queries.enqueue_job.aexec(conn, **self._one_job_params(jobs[0]))
+        else:
+            await self._queries.enqueue_jobs.aexec(conn, **self._jobs_params(jobs))
+
+    async def _acopy(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> None:
+        async with conn.transaction():
+            row = await self._queries.database_now.aone(conn)
+            assert row is not None
+            async with conn.cursor() as cursor, self._queries.copy_jobs.acopy(cursor) as copy:
+                for values in _copy_rows(jobs, row["now"]):
+                    await copy.write_row(values)
+            await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
+
+    async def _aenqueue_deduplicated(self, conn: AsyncConnection, job: NewJob) -> JobRef:
+        await self._queries.lock_dedup_key.aexec(conn, lock_name=self._dedup_lock_name(job))
+        sibling = await self._queries.find_dedup_sibling.aone(
+            conn, kind=job.kind, dedup_key=job.dedup_key
+        )
+        merge = _merge_params(job, sibling)
+        if sibling is None or merge is None:
+            await self._ainsert(conn, [job])
+            return JobRef(job.id)
+        await self._queries.merge_into_sibling.aexec(conn, **merge)
+        return JobRef(sibling["id"], merged=True)
+
 
 def _job_row(row: Mapping[str, Any]) -> JobRow:
     return JobRow(
@@ -591,3 +663,73 @@ def _journal_entry(row: Mapping[str, Any]) -> JournalEntry:
         note=row["note"],
         attachment=row["attachment"],
     )
+
+
+# -- shared by enqueue and aenqueue ---------------------------------------------------
+
+
+def _split_for_enqueue(
+    jobs: Sequence[NewJob], lock_name: Callable[[NewJob], str]
+) -> tuple[list[NewJob], list[NewJob]]:
+    """Plain jobs in input order, and deduplicated ones in dedup-lock order (ADR 0103)."""
+    plain = [job for job in jobs if job.dedup_key is None]
+    deduplicated = sorted((job for job in jobs if job.dedup_key is not None), key=lock_name)
+    return plain, deduplicated
+
+
+def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
+    """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs)."""
+    for offset, job in enumerate(jobs):
+        created_at = start + timedelta(microseconds=offset)
+        visible_at = job.eta if job.eta is not None else created_at + job.delay
+        yield (
+            job.id,
+            job.kind,
+            job.payload,
+            int(job.priority),
+            "pending",
+            created_at,
+            visible_at,
+            job.dedup_key,
+        )
+
+
+def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``merge_into_sibling``'s parameters, or None when ``job`` is inserted as a row of its
+    own (no sibling, no resolver, or ``independent``; ADR 10). Asks the resolver, which may
+    raise: the caller's transaction then writes nothing."""
+    if sibling is None or job.merge is None:
+        return None
+    decision = job.merge(sibling["payload"])
+    if decision.action is MergeAction.INDEPENDENT:
+        return None
+    return {
+        "id": sibling["id"],
+        "payload": decision.payload if decision.action is not MergeAction.KEEP else None,
+        "priority": int(job.priority),
+        "note": f"{decision.action.value}: absorbed {job.id}",
+    }
+
+
+def _callers_connection(connection: object, expected: type[C], verb: str) -> C:
+    """The caller's ``connection=``, refused unless it is the handle ``verb`` runs on."""
+    if not isinstance(connection, expected):
+        other = "aenqueue (aapply_async)" if verb == "enqueue" else "enqueue (apply_async)"
+        raise InvalidArgument(
+            f"{verb}'s connection= takes a {expected.__module__}.{expected.__name__}, "
+            f"got {type(connection).__module__}.{type(connection).__name__}"
+            + (f"; that handle belongs to {other}" if _is_other_handle(connection) else "")
+        )
+    return connection
+
+
+def _is_other_handle(connection: object) -> bool:
+    return isinstance(connection, psycopg.Connection | psycopg.AsyncConnection)
+
+
+def _is_outside_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """True when psycopg's ``transaction()`` would BEGIN and COMMIT on its own, publishing
+    the job before the caller commits: the caller then gets a query first (opening its
+    implicit transaction), so the enqueue is a savepoint inside it."""
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    return idle and not conn.autocommit

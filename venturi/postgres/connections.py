@@ -9,14 +9,17 @@ Backend boundary.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import select
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import threading
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from venturi.errors import BackendUnavailable, SchemaMissing
 from venturi.naming import Prefix
@@ -25,6 +28,7 @@ from venturi.postgres.queries import Queries
 logger = logging.getLogger(__name__)
 
 Connection = psycopg.Connection[Any]
+AsyncConnection = psycopg.AsyncConnection[Any]
 
 #: How long a caller waits for a pooled connection (or a first connection) before
 #: BackendUnavailable: bounded, so a missing database never hangs a caller.
@@ -232,3 +236,166 @@ class PostgresLeadership:
             logger.debug("could not unlock %s; closing releases it", self._lock_name)
         finally:
             self._conn.close()
+
+
+class AsyncPool:
+    """psycopg's ``AsyncConnectionPool``, one per event loop, each opened on first use there.
+
+    An asyncio pool belongs to the loop that opened it (its locks and its
+    background tasks live on that loop), and one process may run several
+    loops: ``asyncio.run`` twice in a script, a loop per test, a framework
+    that runs each async view in a loop of its own. So each loop gets its own
+    pool, made the first time async enqueue runs on it; a process that never
+    enqueues asynchronously opens none. Checkouts get the same live-session
+    check as ``Pool``'s. Closing (ADR 0122): ``aclose`` awaits the pool of the
+    running loop; ``close`` (sync) closes every pool from wherever it is
+    called, and a pool whose loop no longer runs is closed socket by socket,
+    since its own coroutines can no longer run.
+    """
+
+    def __init__(self, url: str, *, name: str, max_size: int, connect_timeout: float) -> None:
+        self._url = url
+        self._name = name
+        self._max_size = max_size
+        self._connect_timeout = connect_timeout
+        self._lock = threading.Lock()
+        self._pools: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
+        #: close() called on a running loop schedules the close; kept so it is not collected.
+        self._closing: set[asyncio.Task[None]] = set()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """A live pooled session of this loop's pool; ``BackendUnavailable`` when none comes."""
+        pool = await self._pool_of_running_loop()
+        try:
+            conn = await pool.live_connection()
+        except PoolTimeout as exc:
+            raise BackendUnavailable(await self._why_unavailable(exc)) from exc
+        try:
+            async with conn:
+                yield conn
+        finally:
+            await pool.pool.putconn(conn)
+
+    async def _pool_of_running_loop(self) -> _LoopPool:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            pool = self._pools.get(loop)
+            ended = [p for other, p in self._pools.items() if other.is_closed()]
+            self._pools = {other: p for other, p in self._pools.items() if not other.is_closed()}
+            if pool is None:
+                pool = self._pools[loop] = _LoopPool(
+                    self._url,
+                    name=f"{self._name}-{len(self._pools)}",
+                    max_size=self._max_size,
+                    connect_timeout=self._connect_timeout,
+                )
+        for stale in ended:
+            stale.close_sockets()
+        await pool.open()
+        return pool
+
+    async def _why_unavailable(self, timeout: PoolTimeout) -> str:
+        """As ``Pool._why_unavailable``: one direct attempt says why."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._url, **_connect_kwargs(self._connect_timeout)
+            )
+            await conn.close()
+        except psycopg.Error as exc:
+            return f"database unavailable: {str(exc).strip()}"
+        waited = self._connect_timeout
+        return f"database unavailable: no pooled connection within {waited}s ({timeout})"
+
+    async def aclose(self) -> None:
+        """Await the close of the running loop's pool; ``close`` closes the others."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            pool = self._pools.pop(loop, None)
+        if pool is not None:
+            await pool.pool.close(timeout=self._connect_timeout)
+
+    def close(self) -> None:
+        """Close every loop's pool from sync code; idempotent, never blocks a running loop.
+
+        A pool whose loop runs in another thread is closed there (waited for, up
+        to the connect timeout); one whose loop runs in this thread is closed by
+        a task on it, which runs as soon as the caller yields to the loop; one
+        whose loop no longer runs has its connections closed directly.
+        """
+        with self._lock:
+            pools, self._pools = self._pools, {}
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, pool in pools.items():
+            if loop.is_closed() or not loop.is_running():
+                pool.close_sockets()
+            elif loop is current:
+                closing = loop.create_task(pool.pool.close(timeout=self._connect_timeout))
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+            else:
+                future = asyncio.run_coroutine_threadsafe(
+                    pool.pool.close(timeout=self._connect_timeout), loop
+                )
+                try:
+                    future.result(timeout=self._connect_timeout + 1)
+                except TimeoutError:
+                    logger.warning("async pool %s did not close in time", pool.pool.name)
+                    pool.close_sockets()
+
+
+class _LoopPool:
+    """One loop's pool, and the sessions it opened (to close them once the loop is gone)."""
+
+    def __init__(self, url: str, *, name: str, max_size: int, connect_timeout: float) -> None:
+        self.sessions: weakref.WeakSet[AsyncConnection] = weakref.WeakSet()
+        self.pool: AsyncConnectionPool[AsyncConnection] = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            kwargs=_connect_kwargs(connect_timeout),
+            timeout=connect_timeout,
+            open=False,
+            name=name,
+            configure=self._track,
+        )
+        self._is_open = False
+
+    async def _track(self, conn: AsyncConnection) -> None:
+        self.sessions.add(conn)
+
+    async def open(self) -> None:
+        if not self._is_open:
+            await self.pool.open(wait=False)
+            self._is_open = True
+
+    async def live_connection(self) -> AsyncConnection:
+        for _ in range(self.pool.max_size):
+            conn = await self.pool.getconn()
+            if await _is_live_async(conn):
+                return conn
+            logger.debug("discarding a pooled connection whose session the server ended")
+            await conn.close()
+            await self.pool.putconn(conn)
+        return await self.pool.getconn()
+
+    def close_sockets(self) -> None:
+        """End every session of a pool whose loop is gone; libpq's ``finish`` needs no loop."""
+        for conn in list(self.sessions):
+            if not conn.closed:
+                conn.pgconn.finish()
+
+
+async def _is_live_async(conn: AsyncConnection) -> bool:
+    if conn.closed or conn.broken:
+        return False
+    if not _has_input(conn.fileno()):
+        return True
+    try:
+        await AsyncConnectionPool.check_connection(conn)
+    except psycopg.Error:
+        return False
+    return True

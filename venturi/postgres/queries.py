@@ -7,12 +7,16 @@ statement cannot silently return more (or other) than its caller expects. A
 parameters at every execution, for statements whose generic plan is bad (the
 statement's comment says why). The prefix is substituted once, at load, from a
 validated ``Prefix``; values only ever travel as ``%(name)s`` parameters.
+
+Each ``Query`` runs on a ``psycopg.Connection`` (``one``, ``many``, ``exec``,
+``copy``) or, awaited, on a ``psycopg.AsyncConnection`` (``aone``, ``amany``,
+``aexec``, ``acopy``): one file, one loader, the same statements for both.
 """
 
 from __future__ import annotations
 
 import re
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, Literal, cast
@@ -88,6 +92,40 @@ class Query:
 
     def copy(self, cursor: psycopg.Cursor[Any]) -> AbstractContextManager[psycopg.Copy]:
         """A ``COPY ... FROM STDIN`` on ``cursor``, to ``write_row`` into."""
+        self._expect("copy")
+        return cursor.copy(self.sql)
+
+    async def aone(
+        self, conn: psycopg.AsyncConnection[Any], **params: Any
+    ) -> dict[str, Any] | None:
+        """``one``, on an async connection."""
+        self._expect("one")
+        async with conn.cursor(row_factory=dict_row) as cur:
+            set_json_loads(_loads, cur)
+            await cur.execute(self.sql, params, prepare=self._prepare)
+            return await cur.fetchone()
+
+    async def amany(
+        self, conn: psycopg.AsyncConnection[Any], **params: Any
+    ) -> list[dict[str, Any]]:
+        """``many``, on an async connection."""
+        self._expect("many")
+        async with conn.cursor(row_factory=dict_row) as cur:
+            set_json_loads(_loads, cur)
+            await cur.execute(self.sql, params, prepare=self._prepare)
+            return await cur.fetchall()
+
+    async def aexec(self, conn: psycopg.AsyncConnection[Any], **params: Any) -> int:
+        """``exec``, on an async connection."""
+        self._expect("exec")
+        async with conn.cursor() as cur:
+            await cur.execute(self.sql, params, prepare=self._prepare)
+            return cur.rowcount
+
+    def acopy(
+        self, cursor: psycopg.AsyncCursor[Any]
+    ) -> AbstractAsyncContextManager[psycopg.AsyncCopy]:
+        """``copy``, on an async cursor: ``await copy.write_row(...)`` inside it."""
         self._expect("copy")
         return cursor.copy(self.sql)
 

@@ -1,0 +1,230 @@
+"""Async enqueue through the task layer: ``adelay``, ``aapply_async``, ``adelay_many``
+(ADR 0122). The same validation and typed errors as the sync forms, the caller's async
+transaction, and the async pools' lifecycle (opened only when used, closed by close())."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from support import wait_until
+
+import venturi
+from venturi.context import Context
+from venturi.errors import (
+    ArgumentsMismatch,
+    BackendUnavailable,
+    EnqueueError,
+    InvalidArgument,
+    InvalidDelay,
+    InvalidPayload,
+    InvalidPriority,
+)
+from venturi.postgres import PostgresBackend
+from venturi.types import JobRef, Priority
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def send(app: venturi.App) -> venturi.Task[Any, Any]:
+    @app.task(kind="mail.send", dedup=lambda to, **_: to)
+    def send(ctx: Context, to: str, subject: str = "") -> str:
+        return to
+
+    return send
+
+
+async def test_adelay_writes_the_row_delay_would(
+    app: venturi.App, send: venturi.Task[Any, Any], db: Any
+) -> None:
+    ref = await send.adelay("a@x.org", subject="hi")
+
+    [row] = db.jobs()
+    assert ref == JobRef(row["id"])
+    assert (row["kind"], row["payload"], row["dedup_key"]) == (
+        "mail.send",
+        {"to": "a@x.org", "subject": "hi"},
+        "a@x.org",
+    )
+    assert await send.adelay("a@x.org", subject="again") == JobRef(row["id"], merged=True)
+
+
+async def test_aapply_async_takes_the_options_of_apply_async(
+    app: venturi.App, send: venturi.Task[Any, Any], db: Any
+) -> None:
+    eta = datetime(2031, 6, 1, 9, 30, tzinfo=UTC)
+    at = await send.aapply_async(args=("a@x.org",), eta=eta, priority=Priority.LOW)
+    later = await send.aapply_async(kwargs={"to": "b@x.org"}, countdown=30, dedup_key="mine")
+
+    rows = {row["id"]: row for row in db.jobs()}
+    assert (rows[at.id]["visible_at"], rows[at.id]["priority"]) == (eta, Priority.LOW)
+    assert rows[later.id]["visible_at"] - rows[later.id]["created_at"] == timedelta(seconds=30)
+    assert rows[later.id]["dedup_key"] == "mine"
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda t: t.adelay(42, subjekt="hi"), ArgumentsMismatch),
+        (lambda t: t.adelay("a@x.org", subject=float("nan")), InvalidPayload),
+        (lambda t: t.aapply_async(args=("a@x.org",), priority=7), InvalidPriority),
+        (lambda t: t.aapply_async(args=("a@x.org",), countdown=-1), InvalidDelay),
+        (lambda t: t.aapply_async(args=("a@x.org",), eta=datetime(2031, 1, 1)), InvalidDelay),
+        (lambda t: t.adelay_many([{"to": "a"}], batch_size=0), EnqueueError),
+    ],
+    ids=["arguments", "payload", "priority", "countdown", "naive-eta", "batch-size"],
+)
+async def test_a_refused_call_raises_the_sync_forms_error_before_any_io(
+    database_url: str, prefix: str, call: Any, error: type[Exception]
+) -> None:
+    """On an App whose database cannot be reached: the check comes first, so the error
+    is the call's, never BackendUnavailable."""
+    unreachable = venturi.App(
+        backend=PostgresBackend(
+            "postgresql://nobody@127.0.0.1:1/none", prefix=prefix, connect_timeout=1
+        ),
+        set_as_current=False,
+    )
+
+    @unreachable.task(kind="mail.send")
+    def send(to: str, subject: str = "") -> None: ...
+
+    try:
+        with pytest.raises(error):
+            await call(send)
+        with pytest.raises(BackendUnavailable):
+            await send.adelay("a@x.org")
+    finally:
+        await unreachable.aclose()
+
+
+async def test_adelay_many_writes_every_item_in_order_in_batches(app: venturi.App, db: Any) -> None:
+    @app.task(kind="bulk")
+    def bulk(n: int, *, tag: str = "") -> None: ...
+
+    refs = await bulk.adelay_many([{"n": n} for n in range(5)] + [(5,)], batch_size=2)
+
+    assert [row["id"] for row in db.jobs()] == [ref.id for ref in refs]
+    assert [row["payload"]["n"] for row in db.jobs()] == [0, 1, 2, 3, 4, 5]
+
+
+async def test_a_refusal_in_a_later_batch_of_adelay_many_says_what_was_written(
+    app: venturi.App, db: Any
+) -> None:
+    @app.task(kind="bulk")
+    def bulk(n: int) -> None: ...
+
+    with pytest.raises(ArgumentsMismatch) as caught:
+        await bulk.adelay_many([{"n": 0}, {"n": 1}, {"n": 2}, {"m": 3}], batch_size=2)
+
+    assert "item 3" in "".join(caught.value.__notes__)
+    assert "2 job(s) of earlier batches were already enqueued" in "".join(caught.value.__notes__)
+    assert len(db.jobs()) == 2
+
+
+# -- the caller's async transaction ---------------------------------------------------
+
+
+async def test_aapply_async_in_a_rolled_back_transaction_leaves_no_row(
+    app: venturi.App, send: venturi.Task[Any, Any], database_url: str, db: Any
+) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        await send.aapply_async(args=("a@x.org",), connection=conn)
+        await conn.rollback()
+
+    assert db.jobs() == []
+
+
+async def test_aapply_async_in_a_committed_transaction_leaves_one_row_from_the_commit(
+    app: venturi.App, send: venturi.Task[Any, Any], database_url: str, db: Any
+) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        async with conn.transaction():
+            ref = await send.aapply_async(args=("a@x.org",), connection=conn)
+            await send.adelay_many([{"to": "b@x.org"}], connection=conn)
+            assert db.jobs() == []
+        assert {row["id"] for row in db.jobs()} >= {ref.id}
+    assert len(db.jobs()) == 2
+
+
+async def test_a_sync_connection_is_refused_with_a_typed_error(
+    app: venturi.App, send: venturi.Task[Any, Any], database_url: str, db: Any
+) -> None:
+    with psycopg.connect(database_url) as conn, pytest.raises(InvalidArgument):
+        await send.aapply_async(args=("a@x.org",), connection=conn)
+    assert db.jobs() == []
+
+
+# -- the async pools' lifecycle --------------------------------------------------------
+
+
+@pytest.fixture
+def tagged_url(database_url: str) -> Iterator[str]:
+    """The test database under an application_name of its own, to count the App's sessions."""
+    yield make_conninfo(database_url, application_name=f"venturi_{secrets.token_hex(4)}")
+
+
+def sessions(database_url: str, tagged_url: str) -> int:
+    name = psycopg.conninfo.conninfo_to_dict(tagged_url)["application_name"]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_the_async_pool_opens_on_first_async_enqueue_and_aclose_closes_it(
+    app: venturi.App, database_url: str, prefix: str, tagged_url: str, db: Any
+) -> None:
+    tagged = venturi.App(tagged_url, prefix=prefix, set_as_current=False)
+
+    @tagged.task(kind="pool.probe")
+    def probe() -> None: ...
+
+    probe.delay()
+    assert pool_tasks() == []  # sync enqueue opened no async pool on this loop
+    await probe.adelay()
+    assert any(name.endswith("-scheduler") for name in pool_tasks())
+    await tagged.aclose()
+    assert pool_tasks() == []
+    wait_until(lambda: sessions(database_url, tagged_url) == 0)
+    assert len(db.jobs()) == 2
+
+
+def pool_tasks() -> list[str]:
+    """The running loop's live tasks of venturi's async pools (psycopg_pool names them)."""
+    return [
+        task.get_name()
+        for task in asyncio.all_tasks()
+        if "-async-" in task.get_name() and not task.done()
+    ]
+
+
+def test_each_event_loop_gets_a_pool_and_close_ends_those_of_ended_loops(
+    app: venturi.App, database_url: str, prefix: str, tagged_url: str, db: Any
+) -> None:
+    tagged = venturi.App(tagged_url, prefix=prefix, set_as_current=False)
+
+    @tagged.task(kind="pool.probe")
+    def probe() -> None: ...
+
+    asyncio.run(probe.adelay())
+    asyncio.run(probe.adelay())  # a new loop: the first loop's pool cannot serve it
+
+    assert len(db.jobs()) == 2
+    assert sessions(database_url, tagged_url) >= 1
+    tagged.close()
+    wait_until(lambda: sessions(database_url, tagged_url) == 0)

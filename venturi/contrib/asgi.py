@@ -1,0 +1,112 @@
+"""A worker inside an ASGI process: a lifespan for Starlette, FastAPI and any ASGI app.
+
+::
+
+    from fastapi import FastAPI
+    from venturi.contrib.asgi import worker_lifespan
+
+    api = FastAPI(lifespan=worker_lifespan(app, concurrency=4, grace=10))
+
+On startup the lifespan starts a ``venturi.Worker`` (its threads, beside the
+event loop); on shutdown it stops it gracefully (``stop(grace=...)``: running
+jobs finish within the grace, the others are released) and closes the App.
+Both run in a thread (``asyncio.to_thread``) so the event loop keeps serving
+while the worker starts and stops. uvicorn runs the lifespan shutdown when it
+gets SIGTERM or SIGINT, after its open requests are done, so a rolling deploy
+loses no job. The worker never installs signal handlers: the server owns them.
+
+Your own lifespan composes with it (``lifespan=``): it is entered first and
+left last, so what it sets up (migrations, clients the handlers use) exists
+before the worker claims anything and outlives the worker's last job. Whatever
+state it yields is passed through to the framework. Needs no dependency: a
+lifespan is a plain async context manager factory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from venturi import App, Worker
+
+logger = logging.getLogger(__name__)
+
+#: What Starlette and FastAPI accept as ``lifespan=``: called with the ASGI app.
+Lifespan = Callable[[Any], AbstractAsyncContextManager[Mapping[str, Any] | None]]
+
+
+class WorkerLifespan:
+    """The lifespan ``worker_lifespan`` returns; ``worker`` is the running Worker, if any.
+
+    Options:
+        app: the venturi App whose tasks the worker serves.
+        lifespan: the ASGI app's own lifespan, entered around the worker.
+        grace: seconds running jobs get to finish at shutdown before release.
+        close_app: close the App (``await app.aclose()``) after the worker stopped;
+            pass False when the App outlives this ASGI app (several test clients).
+        worker_options: passed to ``venturi.Worker`` (``concurrency``, ``kinds``, ...).
+    """
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        lifespan: Lifespan | None = None,
+        grace: float = 30.0,
+        close_app: bool = True,
+        **worker_options: Any,
+    ) -> None:
+        self.app = app
+        self.grace = grace
+        self.worker: Worker | None = None
+        self._lifespan = lifespan
+        self._close_app = close_app
+        self._worker_options = worker_options
+
+    def __call__(self, asgi_app: Any) -> AbstractAsyncContextManager[Mapping[str, Any] | None]:
+        return self._run(asgi_app)
+
+    @asynccontextmanager
+    async def _run(self, asgi_app: Any) -> AsyncIterator[Mapping[str, Any] | None]:
+        if self._lifespan is None:
+            async with self._worker_running():
+                yield None
+            return
+        async with self._lifespan(asgi_app) as state, self._worker_running():
+            yield state
+
+    @asynccontextmanager
+    async def _worker_running(self) -> AsyncIterator[None]:
+        worker = Worker(self.app, grace=self.grace, **self._worker_options)
+        await asyncio.to_thread(worker.start)
+        self.worker = worker
+        try:
+            yield
+        finally:
+            logger.info("ASGI shutdown: stopping the venturi worker (grace %.1fs)", self.grace)
+            await asyncio.to_thread(worker.stop, self.grace)
+            self.worker = None
+            if self._close_app:
+                await self.app.aclose()
+
+
+def worker_lifespan(
+    app: App,
+    *,
+    lifespan: Lifespan | None = None,
+    grace: float = 30.0,
+    close_app: bool = True,
+    **worker_options: Any,
+) -> WorkerLifespan:
+    """A lifespan that runs a ``venturi.Worker`` for as long as the ASGI app serves.
+
+    Pass it as ``FastAPI(lifespan=...)`` or ``Starlette(lifespan=...)``; the
+    options are ``WorkerLifespan``'s. Raises ``ConfigurationError`` at startup
+    for worker options that cannot work (the server then refuses to start).
+    """
+    return WorkerLifespan(
+        app, lifespan=lifespan, grace=grace, close_app=close_app, **worker_options
+    )
