@@ -243,3 +243,20 @@ class Backend(Protocol):
         """Close the backend's own connections; idempotent. Listeners and
         leaderships it handed out are closed by their holders."""
         ...
+
+    def check_schema(self) -> str:
+        """Check that this prefix's tables are there and readable; returns where the
+        data lives, for a start banner (``host:port/dbname``, never a password).
+
+        Uses a session of its own, so a refusal is reported at once rather than
+        after a pool's wait. Raises ``SchemaMissing`` (run ``venturi migrate``),
+        ``DatabaseRefused`` (no such database, login refused) or
+        ``BackendUnavailable`` (an outage). Services call it once at start
+        (ADR 0118).
+        """
+        ...
+
+    def last_notes(self, job_ids: Collection[str]) -> Mapping[str, str]:
+        """The note of each job's newest journal entry, for the ids whose newest
+        entry has one (jobs never run, or whose last entry has no note, are absent)."""
+        ...

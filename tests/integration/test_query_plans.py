@@ -697,3 +697,23 @@ def test_beat_finds_the_latest_row_of_a_schedule_without_reading_the_whole_table
 def test_stats_reads_the_jobs_table_in_one_pass(planner: Planner) -> None:
     plan = planner.explain("stats")
     assert len(plan.table_reads(planner.jobs)) == 1, plan.text
+
+
+# -- start check and listing notes (ADR 0118) --------------------------------------------------
+
+
+def test_the_start_check_of_the_schema_reads_no_row(planner: Planner) -> None:
+    plan = planner.explain("check_schema")
+    assert plan.table_reads(planner.jobs) == [], plan.text
+    assert plan.table_reads(planner.journal) == [], plan.text
+
+
+def test_the_last_notes_of_a_page_take_one_backward_step_of_the_journal_index_per_job(
+    planner: Planner,
+) -> None:
+    plan = planner.explain("last_notes", ids=[planner.samples["completed_id"]] * 50)
+    scans = plan.index_scans(planner.index("_journal_job"))
+    assert scans, plan.text
+    assert all(n.get("Scan Direction") == "Backward" for n in scans), plan.text
+    assert plan.seq_scans(planner.journal) == [], plan.text
+    assert plan.sorts() == [], plan.text

@@ -488,6 +488,22 @@ class PostgresBackend:
         self._claim_pool.close()
         self._pool.close()
 
+    def check_schema(self) -> str:
+        with (
+            translated_errors(self._prefix),
+            connect(self._url, self._connect_timeout) as conn,
+        ):
+            self._queries.check_schema.many(conn)
+            info = conn.info
+            host = f"[{info.host}]" if ":" in info.host else info.host
+            return f"{host}:{info.port}/{info.dbname}"
+
+    def last_notes(self, job_ids: Collection[str]) -> Mapping[str, str]:
+        if not job_ids:
+            return {}
+        rows = self._run(lambda conn: self._queries.last_notes.many(conn, ids=list(job_ids)))
+        return {row["job_id"]: row["note"] for row in rows}
+
 
 def _job_row(row: Mapping[str, Any]) -> JobRow:
     return JobRow(

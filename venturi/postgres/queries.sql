@@ -365,3 +365,19 @@ SELECT kind, status, count(*) AS jobs,
 FROM {{prefix}}_jobs
 GROUP BY kind, status
 ORDER BY kind, status
+
+-- name: check_schema :many
+-- A service's start check (ADR 0118): names every table the runtime reads, so
+-- an unmigrated prefix raises UndefinedTable (SchemaMissing) and a role without
+-- its grants InsufficientPrivilege; WHERE false plans to a Result, no scan.
+SELECT 1 AS present FROM {{prefix}}_jobs, {{prefix}}_journal WHERE false
+
+-- name: last_notes :many
+-- The note of each listed job's newest journal entry, for `venturi jobs list`:
+-- one backward step of _journal_job (job_id, id) per id, at most a page of ids.
+SELECT j.id AS job_id, last.note
+FROM unnest(%(ids)s::text[]) AS j(id)
+CROSS JOIN LATERAL (
+    SELECT note FROM {{prefix}}_journal WHERE job_id = j.id ORDER BY id DESC LIMIT 1
+) AS last
+WHERE last.note IS NOT NULL
