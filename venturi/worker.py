@@ -225,13 +225,13 @@ class Worker:
         for part in parts:
             part.start()
         logger.info(
-            "worker %s started: venturi %s, database %s, prefix %s, concurrency %d, kinds %s",
+            "worker %s started: concurrency %d, kinds %s; venturi %s, database %s, prefix %s",
             self.worker_id,
+            self.concurrency,
+            ", ".join(self.kinds) or "(none)",
             _version(),
             location,
             self.app.prefix,
-            self.concurrency,
-            ", ".join(self.kinds) or "(none)",
         )
 
     def stop(self, grace: float | None = None, *, hurry: Callable[[], bool] | None = None) -> None:

@@ -224,10 +224,10 @@ def test_a_worker_logs_its_banner_and_one_info_line_per_run_end(
     assert worker.stop() == 0
 
     text = "\n".join(worker.lines)
-    banner = next(line for line in worker.lines if "started: venturi " in line)
+    banner = next(line for line in worker.lines if " started: " in line)
     assert re.search(
-        rf"INFO venturi\.worker: worker \S+:\d+ started: venturi \S+, database [^ ]+:\d+/\w+, "
-        rf"prefix {prefix}, concurrency 2, kinds day\.fatal, day\.flaky, day\.ok$",
+        r"INFO venturi\.worker: worker \S+:\d+ started: concurrency 2, kinds day\.fatal, "
+        rf"day\.flaky, day\.ok; venturi \S+, database [^ ]+:\d+/\w+, prefix {prefix}$",
         banner,
     ), banner
     completed = rf"INFO venturi\.runs: day\.ok {ok} run 1 completed in [0-9.]+ m?s$"
