@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from support import Database
 
@@ -31,6 +32,19 @@ def _answers(url: str) -> bool:
             return True
     except psycopg.OperationalError:
         return False
+
+
+def pytest_report_header() -> str:
+    """Which server the suite runs on, in pytest's header (never a password)."""
+    url = os.environ.get("VENTURI_TEST_DATABASE_URL")
+    if url:
+        where = "$VENTURI_TEST_DATABASE_URL"
+    elif _answers(LOCAL_URL):
+        url, where = LOCAL_URL, "the local server"
+    else:
+        return "venturi tests database: the embedded server (nothing answers on 127.0.0.1:5432)"
+    params = {k: v for k, v in conninfo_to_dict(url).items() if k != "password"}
+    return f"venturi tests database: {make_conninfo(**params)} ({where})"
 
 
 @pytest.fixture(scope="session")

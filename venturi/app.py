@@ -45,10 +45,15 @@ R = TypeVar("R")
 
 
 def _job_id(job_id: str) -> str:
-    """An id the database cannot even hold names no job: refused before any SQL."""
+    """The canonical (upper-case) form of an id; one the database cannot even hold
+    names no job and is refused before any SQL.
+
+    ULIDs are case-insensitive (ADR 2 stores them upper-case), so an id typed or
+    pasted in lower case finds its job.
+    """
     if not isinstance(job_id, str) or not is_storable_text(job_id):
         raise JobNotFound(job_id)
-    return job_id
+    return job_id.upper()
 
 
 def _status(value: Status | str | None) -> Status | None:
@@ -247,6 +252,17 @@ class App:
         (in a thread, so the loop is never blocked)."""
         if self._backend is not None:
             await self._backend.aclose()
+
+    def check_schema(self) -> str:
+        """Fail now, with one clear error, if this App's queue cannot work (ADR 0118).
+
+        Raises ``SchemaMissing`` for an unmigrated prefix, ``DatabaseRefused``
+        for a database that does not exist or a login refused, and
+        ``BackendUnavailable`` for an outage. Returns where the database is
+        (``host:port/dbname``, no password). ``Worker`` and ``Beat`` call it as
+        they start.
+        """
+        return self.backend.check_schema()
 
     def throughput(self, window: timedelta = timedelta(hours=1)) -> Throughput:
         """Completed and dead jobs per kind and minute over the last ``window`` (1 min to 1 day)."""

@@ -291,3 +291,15 @@ class Backend(Protocol):
     async def aclose(self) -> None:
         """``close``, from async code: the running loop's sessions are closed by awaiting."""
         ...
+
+    def check_schema(self) -> str:
+        """Check that this prefix's tables are there and readable; returns where the
+        data lives, for a start banner (``host:port/dbname``, never a password).
+
+        Uses a session of its own, so a refusal is reported at once rather than
+        after a pool's wait. Raises ``SchemaMissing`` (run ``venturi migrate``),
+        ``DatabaseRefused`` (no such database, login refused) or
+        ``BackendUnavailable`` (an outage). Services call it once at start
+        (ADR 0118).
+        """
+        ...

@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from venturi.backend import Backend, Leadership
@@ -38,7 +38,7 @@ from venturi.errors import (
     InvalidState,
     JobNotFound,
 )
-from venturi.runtime.service import ServiceThread, run_until_signalled
+from venturi.runtime.service import ServiceThread, check_at_start, run_until_signalled
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
 from venturi.serialization import decode_json
 from venturi.types import JobRef, JobRow, NewJob
@@ -95,6 +95,8 @@ class Beat:
         self._stopped.set()
         #: Rows this Beat cancelled as ``schedule changed``: their tick is not "taken".
         self._superseded: set[str] = set()
+        #: Whether "standing by" was logged since the last time this Beat led (logged once).
+        self._is_standing_by = False
 
     @property
     def backend(self) -> Backend:
@@ -148,12 +150,13 @@ class Beat:
             return []
         refs = self.backend.enqueue(jobs)
         for job, ref in zip(jobs, refs, strict=True):
-            logger.debug(
-                "enqueued %s for %s (job %s%s)",
-                job.kind,
+            logger.log(
+                logging.DEBUG if ref.merged else logging.INFO,
+                "schedule %s: %s tick %s as job %s",
+                (job.dedup_key or "").removeprefix(DEDUP_PREFIX),
+                "already had its" if ref.merged else "enqueued its",
                 job.eta.isoformat() if job.eta else "now",
                 ref.id,
-                ", already pending" if ref.merged else "",
                 extra={"job_id": ref.id, "kind": job.kind},
             )
         return refs
@@ -234,6 +237,13 @@ class Beat:
             return False
         leadership = self.backend.try_lead(ROLE)
         if leadership is None:
+            if not self._is_standing_by:
+                self._is_standing_by = True
+                logger.info(
+                    "beat is standing by: another beat is the active scheduler of prefix %s; "
+                    "taking over if it stops",
+                    self.app.prefix,
+                )
             return False
         with self._lock:
             service = self._service
@@ -241,7 +251,12 @@ class Beat:
                 leadership.release()
                 return False
             self._leadership = leadership
-        logger.info("beat is the active scheduler of prefix %s", self.app.prefix)
+        logger.info(
+            "beat %s the active scheduler of prefix %s",
+            "took over as" if self._is_standing_by else "is",
+            self.app.prefix,
+        )
+        self._is_standing_by = False
         return True
 
     def _release(self) -> None:
@@ -251,14 +266,38 @@ class Beat:
             leadership.release()
 
     def start(self) -> None:
-        """Start the loop on a named daemon thread and return; a no-op while running."""
+        """Start the loop on a named daemon thread and return; a no-op while running.
+
+        Checks the database first (``App.check_schema``): an unmigrated prefix
+        or a refused login raises here, before the thread starts; an outage does
+        not (the loop waits for the database).
+        """
+        location = check_at_start(self.app.check_schema, f"beat of prefix {self.app.prefix}")
         with self._lock:
             if self._service is not None:
                 return
             service = ServiceThread(f"venturi-beat-{id(self):x}", self.step, on_exit=self._ended)
             self._service = service
             self._stopped.clear()
-        logger.info("beat started for prefix %s", self.app.prefix)
+            self._is_standing_by = False
+        schedules = self.schedules()
+        logger.info(
+            "beat started for prefix %s, database %s: %d schedule(s)",
+            self.app.prefix,
+            location,
+            len(schedules),
+        )
+        now = datetime.now(UTC)  # for the log line only; ticks are enqueued on the database clock
+        for schedule in schedules.values():
+            logger.info(
+                "schedule %s: %r in %s, runs %s, next tick %s",
+                schedule.name,
+                schedule.expression,
+                schedule.timezone,
+                schedule.task.kind,
+                schedule.next_tick(after=now).astimezone(schedule.zone).isoformat(),
+                extra={"kind": schedule.task.kind},
+            )
         service.start()
 
     def run(self) -> None:

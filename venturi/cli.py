@@ -13,8 +13,11 @@ document (datetimes ISO 8601 in UTC, durations in seconds). Any failure is one
 line on stderr starting ``venturi: error:`` and a non-zero exit status: 2 for
 bad usage or input (unknown option, bad duration, bad prefix, a ``--app`` that
 does not import), 1 for operational errors (database unreachable, unknown job
-id, a job whose status forbids the operation). ``-v`` adds DEBUG logs, and the
-traceback of an error, on stderr; the CLI, not the library, configures logging.
+id, a job whose status forbids the operation). A usage error ends by naming
+the help to read (``(see venturi worker --help)``). ``-v`` adds DEBUG logs,
+and the traceback of an error, on stderr; the CLI, not the library, configures
+logging (``venturi.logs``): ``worker`` and ``beat`` log at INFO by default, as
+text or (``--log-format json``) one JSON object a line.
 """
 
 from __future__ import annotations
@@ -28,14 +31,17 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import urlsplit
 
 import orjson
 
+from venturi import logs
 from venturi.errors import ConfigurationError, VenturiError, describe_exception
 from venturi.types import Cursor, JobDetail, JobRow, JournalEntry, Stats, Status
 
@@ -53,6 +59,8 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
+_DEFAULT_LIST_LIMIT = 50
+
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
 _DURATION = re.compile(rf"(?:{_DURATION_PART.pattern})+")
@@ -60,10 +68,20 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _CURSOR = re.compile(r"(?P<micros>-?[0-9]+)\.(?P<id>[^\x00-\x1f]+)")
 _DURATION_HINT = "use a number and a unit s, m, h, d or w, e.g. 30s, 15m, 12h, 7d, 2w or 1h30m"
+#: Widest ``NOTE`` cell of ``jobs list``; ``jobs show`` has the whole note.
+_NOTE_COLUMN_CHARS = 40
 
 
 class UsageError(Exception):
-    """Bad command-line input; reported as one line with exit status 2."""
+    """Bad command-line input; reported as one line with exit status 2.
+
+    ``command`` is the command whose ``--help`` the line points to (``venturi
+    jobs list``); ``None`` leaves it to ``main``, which knows the command parsed.
+    """
+
+    def __init__(self, message: str, *, command: str | None = None) -> None:
+        super().__init__(message)
+        self.command = command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,7 +93,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix(PROG).strip()
-        raise UsageError(f"{where}: {message}" if where else message)
+        raise UsageError(f"{where}: {message}" if where else message, command=self.prog)
 
 
 # ---------------------------------------------------------------- input values
@@ -150,13 +168,17 @@ def _positive_int_argument(text: str) -> int:
     return value
 
 
-def _non_negative_int_argument(text: str) -> int:
+def _prefetch_argument(text: str) -> int:
+    from venturi.worker import MAX_PREFETCH
+
     try:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be 0 or a positive integer")
+    if not 0 <= value <= MAX_PREFETCH:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: must be 0 or a positive integer up to {MAX_PREFETCH}"
+        )
     return value
 
 
@@ -291,10 +313,13 @@ def _cmd_beat(args: argparse.Namespace) -> int:
 
 def _cmd_jobs_list(args: argparse.Namespace) -> int:
     with closing(_open_app(args)) as app:
-        page = app.jobs(status=args.status, kind=args.kind, limit=args.limit, after=args.after)
+        page = app.job_summaries(
+            status=args.status, kind=args.kind, limit=args.limit, after=args.after
+        )
     next_cursor = encode_cursor(page.next) if page.next is not None else None
     if args.json:
-        _write_json({"jobs": [_job_json(job) for job in page.jobs], "next": next_cursor})
+        jobs = [{**_job_json(s.job), "last_note": s.last_note} for s in page.jobs]
+        _write_json({"jobs": jobs, "next": next_cursor})
         return EXIT_OK
     if not page.jobs:
         _write_lines(["no jobs"])
@@ -309,25 +334,67 @@ def _cmd_jobs_list(args: argparse.Namespace) -> int:
             "CREATED",
             "VISIBLE",
             "FINISHED",
+            "NOTE",
         )
         rows = [
             (
-                job.id,
-                job.kind,
-                job.status.value,
-                job.priority.name.lower(),
-                str(job.run_count),
-                str(job.failure_count),
-                _format_time(job.created_at),
-                _format_time(job.visible_at),
-                _format_time(job.finished_at),
+                s.job.id,
+                s.job.kind,
+                s.job.status.value,
+                s.job.priority.name.lower(),
+                str(s.job.run_count),
+                str(s.job.failure_count),
+                _format_time(s.job.created_at),
+                _format_time(s.job.visible_at),
+                _format_time(s.job.finished_at),
+                _short_note(s.last_note),
             )
-            for job in page.jobs
+            for s in page.jobs
         ]
         _write_lines(format_table(header, rows, right={4, 5}))
     if next_cursor is not None:
-        _write_lines([f"next page: venturi jobs list --after {next_cursor}"])
+        _write_lines([f"next page: {_next_page_command(args, next_cursor)}"])
     return EXIT_OK
+
+
+def _short_note(note: str | None) -> str:
+    if note is None:
+        return "-"
+    text = _one_line(note)
+    if len(text) > _NOTE_COLUMN_CHARS:
+        return text[: _NOTE_COLUMN_CHARS - 3] + "..."
+    return text
+
+
+def _next_page_command(args: argparse.Namespace, cursor: str) -> str:
+    """The command that prints the next page: the same App, database, prefix and filters.
+
+    A database URL holding a password is left out (it would land in the
+    terminal and the shell history); the reader passes it again themselves.
+    """
+    words = [PROG, "jobs", "list"]
+    url: str | None = getattr(args, "database_url", None)
+    options: list[tuple[str, object]] = [
+        ("--app", getattr(args, "app", None)),
+        ("--database-url", url if url is not None and not _has_password(url) else None),
+        ("--prefix", getattr(args, "prefix", None)),
+        ("--status", args.status),
+        ("--kind", args.kind),
+        ("--limit", args.limit if args.limit != _DEFAULT_LIST_LIMIT else None),
+    ]
+    for option, value in options:
+        if value is not None:
+            words += [option, str(value)]
+    return shlex.join([*words, "--after", cursor])
+
+
+def _has_password(url: str) -> bool:
+    if "password" in url.lower():  # a key=value conninfo, or ?password= in a URL
+        return True
+    try:
+        return urlsplit(url).password is not None
+    except ValueError:
+        return True
 
 
 def _cmd_jobs_show(args: argparse.Namespace) -> int:
@@ -643,6 +710,26 @@ def _add_app_options(parser: argparse.ArgumentParser, *, nested: bool) -> None:
     )
 
 
+def _add_log_options(parser: argparse.ArgumentParser) -> None:
+    """``--log-level`` and ``--log-format``, for the long-running services."""
+    group = parser.add_argument_group("logging")
+    group.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=logs.LEVELS,
+        default=None,
+        metavar="LEVEL",
+        help="DEBUG, INFO (default; one line per run end), WARNING, ERROR or CRITICAL",
+    )
+    group.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default="text",
+        help="text (default) or json: one JSON object a line, with time, level, logger, "
+        "message, job_id, kind and exception fields",
+    )
+
+
 def _add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON document instead of a table"
@@ -686,6 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json_option(migrate)
 
     worker = command(commands, "worker", "run a worker until SIGTERM/SIGINT", _cmd_worker)
+    _add_log_options(worker)
     worker.add_argument(
         "--concurrency",
         type=_positive_int_argument,
@@ -717,14 +805,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker.add_argument(
         "--prefetch",
-        type=_non_negative_int_argument,
+        type=_prefetch_argument,
         default=None,
         metavar="N",
         help="most claimed jobs held for busy handlers, only while jobs are short "
-        "(default: 256; 0: claim only for free handlers)",
+        "(default: 256, at most 1000; 0: claim only for free handlers)",
     )
 
-    command(commands, "beat", "run the periodic scheduler (one active per prefix)", _cmd_beat)
+    beat = command(
+        commands, "beat", "run the periodic scheduler (one active per prefix)", _cmd_beat
+    )
+    _add_log_options(beat)
 
     jobs = command(commands, "jobs", "inspect and act on jobs", None)
     actions = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -736,7 +827,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument(
         "--limit",
         type=_positive_int_argument,
-        default=50,
+        default=_DEFAULT_LIST_LIMIT,
         metavar="N",
         help="jobs per page (default: 50)",
     )
@@ -953,23 +1044,36 @@ DASHBOARD_TOKEN_ENV = "VENTURI_DASHBOARD_TOKEN"
 # ---------------------------------------------------------------------- main
 
 
-def _report(message: str) -> None:
-    sys.stderr.write(f"{PROG}: error: {_one_line(message)}\n")
+def _report(message: str, *, help_of: str | None = None) -> None:
+    """The one error line; a usage error's ends by naming the ``--help`` to read."""
+    hint = f" (see {help_of} --help)" if help_of is not None else ""
+    sys.stderr.write(f"{PROG}: error: {_one_line(message)}{hint}\n")
 
 
-def _configure_logging(verbose: bool, command: str | None) -> None:
-    """DEBUG with ``-v``; else INFO for services, WARNING for one-shot commands.
+def _command_of(args: argparse.Namespace) -> str:
+    """``venturi jobs list``: the command ``args`` were parsed for."""
+    words = [PROG, args.command, getattr(args, "action", None)]
+    return " ".join(word for word in words if word)
 
-    Long-running services show their lifecycle. A one-shot command ends in
-    one line that says what failed, so the connection pool's retry warnings
-    (one per attempt while the database is unreachable) stay out of it.
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """DEBUG with ``-v``; else INFO for services (or ``--log-level``), WARNING for
+    one-shot commands.
+
+    Long-running services show their lifecycle and one line per run end. A
+    one-shot command ends in one line that says what failed, so the connection
+    pool's retry warnings (one per attempt while the database is unreachable)
+    stay out of it.
     """
-    is_service = command in ("worker", "beat")
-    level = logging.DEBUG if verbose else logging.INFO if is_service else logging.WARNING
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    if not verbose and not is_service:
+    is_service = args.command in ("worker", "beat")
+    if args.verbose:
+        level: int | str = logging.DEBUG
+    elif is_service:
+        level = args.log_level or logging.INFO
+    else:
+        level = logging.WARNING
+    logs.configure(level, getattr(args, "log_format", "text"))
+    if not args.verbose and not is_service:
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
@@ -979,20 +1083,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
-        _report(str(exc))
+        _report(str(exc), help_of=exc.command or PROG)
         return EXIT_USAGE
     except SystemExit as exc:  # --help and --version print and "exit"
         return exc.code if isinstance(exc.code, int) else EXIT_OK
-    _configure_logging(args.verbose, args.command)
+    _configure_logging(args)
     try:
         status: int = args.handler(args)
     except UsageError as exc:
         logger.debug("usage error", exc_info=True)
-        _report(str(exc))
+        _report(str(exc), help_of=exc.command or _command_of(args))
         return EXIT_USAGE
     except ConfigurationError as exc:
         logger.debug("configuration error", exc_info=True)
-        _report(str(exc))
+        _report(str(exc), help_of=_command_of(args))
         return EXIT_USAGE
     except VenturiError as exc:
         logger.debug("operation failed", exc_info=True)

@@ -48,6 +48,7 @@ Daylight saving (the contract; tested for Europe/Paris):
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -67,6 +68,16 @@ _ALIASES = {
 }
 _FIVE_FIELDS = 5
 _SIX_FIELDS = 6
+#: Each field's name and range, to say which one is out of range and what fits.
+_FIELD_RANGES = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+)
+_SECOND_RANGE = ("second", 0, 59)
+_NUMBER = re.compile(r"[0-9]+")
 
 #: Wider than any UTC-offset change a zone has ever made (Samoa skipped a whole
 #: day in 2011): the scans below bound wall-clock times by the offsets seen
@@ -188,11 +199,11 @@ def _parse(expression: str) -> _Expression:
     if len(fields) not in (_FIVE_FIELDS, _SIX_FIELDS) or not croniter.is_valid(
         text, second_at_beginning=len(fields) == _SIX_FIELDS
     ):
-        raise InvalidSchedule(
-            f"invalid cron expression {expression!r}: expected 'minute hour day-of-month "
-            "month day-of-week' (5 fields), 6 fields with seconds first, or an alias such "
-            "as @daily"
+        reason = _out_of_range(fields) or (
+            "expected 'minute hour day-of-month month day-of-week' (5 fields), 6 fields "
+            f"with seconds first, or an alias such as @daily (got {len(fields)} field(s))"
         )
+        raise InvalidSchedule(f"invalid cron expression {expression!r}: {reason}")
     has_seconds = len(fields) == _SIX_FIELDS
     minute, hour = fields[1:3] if has_seconds else fields[0:2]
     spec = _Expression(
@@ -207,6 +218,21 @@ def _parse(expression: str) -> _Expression:
             f"invalid cron expression {expression!r}: it matches no date"
         ) from exc
     return spec
+
+
+def _out_of_range(fields: list[str]) -> str:
+    """``"minute 61 is out of range 0-59"`` for the first number outside its field's
+    range, else ``""`` (names, ``L``, ``#`` and the like are left to croniter)."""
+    if len(fields) not in (_FIVE_FIELDS, _SIX_FIELDS):
+        return ""
+    ranges = (_SECOND_RANGE, *_FIELD_RANGES) if len(fields) == _SIX_FIELDS else _FIELD_RANGES
+    for field, (name, low, high) in zip(fields, ranges, strict=True):
+        for part in field.split(","):
+            values = part.partition("/")[0]
+            for number in values.split("-"):
+                if _NUMBER.fullmatch(number) and not low <= int(number) <= high:
+                    return f"{name} {number} is out of range {low}-{high}"
+    return ""
 
 
 def _step(spec: _Expression, walls: croniter, *, forward: bool) -> datetime:

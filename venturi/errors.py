@@ -21,7 +21,9 @@ The tree::
     ├── MigrationError            the migration runner refused to go on (ADR 24)
     │   ├── ChecksumMismatch      an applied migration file was edited afterwards
     │   └── DatabaseAhead         the database has versions this code does not know
-    ├── BackendUnavailable        the database could not be reached
+    ├── BackendUnavailable        the database could not be reached: an outage, retried
+    │   └── DatabaseRefused       the server answered "no" (no such database, bad login):
+    │                             permanent, never retried by the service loops
     └── SchemaMissing             the prefix's tables do not exist: run ``venturi migrate``
 
 ``Fail`` and ``Retry`` are control flow raised *by handlers*; they are not
@@ -97,9 +99,22 @@ class InvalidPriority(EnqueueError):
 
 
 class InvalidDelay(EnqueueError):
+    """``value`` is shown as a user wrote it: ``-5 s``, an ISO time, or left out when ``None``."""
+
     def __init__(self, value: timedelta | datetime | float | None, reason: str) -> None:
-        super().__init__(f"invalid delay {value!r}: {reason}")
+        shown = "" if value is None else f" {_delay_text(value)}"
+        super().__init__(f"invalid delay{shown}: {reason}")
         self.value = value
+
+
+def _delay_text(value: timedelta | datetime | float) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:.6f}".rstrip("0").rstrip(".") + " s"
+    return repr(value)
 
 
 class InvalidKind(EnqueueError):
@@ -153,6 +168,24 @@ class DatabaseAhead(MigrationError):
 
 class BackendUnavailable(VenturiError):
     """The database could not be reached, or a connection broke mid-operation."""
+
+
+class DatabaseRefused(BackendUnavailable):
+    """The server was reached and refused the session, for a reason waiting will not fix.
+
+    The database does not exist, the login failed (no such role, wrong
+    password, no ``pg_hba.conf`` entry), or the role may not connect. A
+    subclass of ``BackendUnavailable`` so that every caller that copes with an
+    outage copes with this too; the service loops (runtime/service.py) tell it
+    apart and stop instead of retrying (ADR 0118).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"the database refused the connection: {reason} "
+            "(check the database URL and the role; this is not retried)"
+        )
+        self.reason = reason
 
 
 class SchemaMissing(VenturiError):

@@ -18,6 +18,7 @@ The claim, the run and the record go through one ``Runner``, the same path
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import queue
 import threading
@@ -37,7 +38,13 @@ from venturi.runtime.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
 from venturi.runtime.prefetch import DEFAULT_PREFETCH, Prefetch
 from venturi.runtime.pruner import Pruner
 from venturi.runtime.runner import Runner, worker_id
-from venturi.runtime.service import Backoff, Part, ServiceThread, run_until_signalled
+from venturi.runtime.service import (
+    Backoff,
+    Part,
+    ServiceThread,
+    check_at_start,
+    run_until_signalled,
+)
 from venturi.runtime.waiting import Waiter
 from venturi.types import ClaimedJob
 
@@ -54,6 +61,9 @@ SHUTDOWN_TIMEOUT = 10.0
 _HANDLER_JOIN_TIMEOUT = 0.5
 #: How often stop()'s wait for running handlers looks for a second signal.
 _GRACE_SLICE = 0.2
+#: The largest ``prefetch``: jobs are held only as long as 0.1 s of work, and no
+#: worker process runs 10,000 jobs a second, so more would only hold rows longer.
+MAX_PREFETCH = 1000
 
 
 @dataclass(slots=True)
@@ -81,7 +91,8 @@ class Worker:
         retention: when set, delete terminal jobs finished longer ago than
             this, once a minute, one worker of the prefix at a time (pruner.py).
         prefetch: the most claimed jobs held waiting for a free handler
-            (default 256; 0 claims only for free handlers). Only as many are
+            (default 256, at most ``MAX_PREFETCH`` = 1000; 0 claims only for
+            free handlers). Only as many are
             held as the handlers should start within 0.1 s at their recent
             pace, so long jobs are never held ahead (ADR 0114).
 
@@ -120,8 +131,10 @@ class Worker:
                 f"recovery_interval must be in (0, {MAX_RECOVERY_INTERVAL:g}] seconds, "
                 f"got {recovery_interval}"
             )
-        if prefetch is not None and prefetch < 0:
-            raise ConfigurationError(f"prefetch must not be negative, got {prefetch}")
+        if prefetch is not None and not 0 <= prefetch <= MAX_PREFETCH:
+            raise ConfigurationError(
+                f"prefetch must be between 0 and {MAX_PREFETCH}, got {prefetch}"
+            )
         if retention is not None and retention < timedelta(0):
             raise ConfigurationError(f"retention must not be negative, got {retention}")
         known = app.tasks()
@@ -168,7 +181,13 @@ class Worker:
         )
 
     def start(self) -> None:
-        """Start the worker's threads and return; safe to call twice."""
+        """Start the worker's threads and return; safe to call twice.
+
+        Checks the database first (``App.check_schema``): an unmigrated prefix
+        or a refused login raises here, before any thread starts; an outage does
+        not (the loops wait for the database).
+        """
+        location = check_at_start(self.app.check_schema, f"worker {self.worker_id}")
         with self._lock:
             if self._is_started:
                 return
@@ -206,10 +225,13 @@ class Worker:
         for part in parts:
             part.start()
         logger.info(
-            "worker %s started: concurrency %d, kinds %s",
+            "worker %s started: concurrency %d, kinds %s; venturi %s, database %s, prefix %s",
             self.worker_id,
             self.concurrency,
             ", ".join(self.kinds) or "(none)",
+            _version(),
+            location,
+            self.app.prefix,
         )
 
     def stop(self, grace: float | None = None, *, hurry: Callable[[], bool] | None = None) -> None:
@@ -361,8 +383,8 @@ class Worker:
                 should_claim = runtime.runner.plan.is_capped(job.kind) or self._room(runtime) > 0
             if execution is not None and is_abandoned:
                 logger.warning(
-                    "job %s (kind %s) ended after it was released at shutdown; "
-                    "its %s outcome was discarded",
+                    "job %s (kind %s) finished (%s) after it was released at shutdown; "
+                    "that outcome is discarded and the job will run again",
                     job_id,
                     job.kind,
                     execution.outcome.kind.value,
@@ -484,5 +506,18 @@ class _Handlers:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         stuck = sum(thread.is_alive() for thread in self._threads)
         if stuck:
-            logger.warning("%d handler(s) still running released jobs at shutdown", stuck)
+            logger.warning(
+                "%d of %d handlers were still running at shutdown; their jobs were released "
+                "back to pending and will run again, and whatever those handlers do now "
+                "is discarded",
+                stuck,
+                len(self._threads),
+            )
         return not stuck
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("venturi")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"

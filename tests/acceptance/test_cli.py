@@ -138,18 +138,21 @@ def test_migrate_applies_every_migration_once_and_is_idempotent(
 # ---------------------------------------------------------------------- jobs
 
 
-def test_jobs_list_pages_newest_first_with_a_printed_cursor(venturi_cli: Run, double: Any) -> None:
+def test_jobs_list_pages_newest_first_with_a_printed_cursor(
+    venturi_cli: Run, double: Any, prefix: str
+) -> None:
     ids = [double.delay(n).id for n in range(3)]
 
     table = succeeded(venturi_cli("jobs", "list", "--limit", "2")).splitlines()
     assert table[0].split() == [
-        "ID", "KIND", "STATUS", "PRIORITY", "RUNS", "FAILURES", "CREATED", "VISIBLE", "FINISHED"
+        "ID", "KIND", "STATUS", "PRIORITY", "RUNS", "FAILURES", "CREATED", "VISIBLE", "FINISHED",
+        "NOTE",
     ]  # fmt: skip
     assert [line.split()[:4] for line in table[1:3]] == [
         [ids[2], "cli.double", "pending", "normal"],
         [ids[1], "cli.double", "pending", "normal"],
     ]
-    assert table[3].startswith("next page: venturi jobs list --after ")
+    assert table[3].startswith(f"next page: venturi jobs list --prefix {prefix} --limit 2 --after ")
     cursor = table[3].split()[-1]
 
     rest = json_of(venturi_cli("jobs", "list", "--limit", "2", "--after", cursor, "--json"))

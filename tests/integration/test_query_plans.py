@@ -747,3 +747,12 @@ def test_counts_and_bulk_changes_of_one_kind_read_indexes_and_probe_the_journal(
     assert plan.index_scans(planner.index("_journal_job")), plan.text
     assert plan.seq_scans(planner.journal) == [], plan.text
     assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+# -- start check and listing notes (ADR 0118) --------------------------------------------------
+
+
+def test_the_start_check_of_the_schema_reads_no_row(planner: Planner) -> None:
+    plan = planner.explain("check_schema")
+    assert plan.table_reads(planner.jobs) == [], plan.text
+    assert plan.table_reads(planner.journal) == [], plan.text

@@ -290,7 +290,7 @@ def test_stop_releases_a_job_still_running_after_the_grace_without_counting_a_fa
 
     gate.set()
     assert ended.wait(5)
-    wait_until(logged(caplog, "ended after it was released"))
+    wait_until(logged(caplog, "after it was released at shutdown; that outcome is discarded"))
     assert row(db, ref.id)["status"] == "pending"
     assert outcomes(db, ref.id) == ["released"]
 

@@ -632,6 +632,16 @@ class PostgresBackend:
         await self._queries.merge_into_sibling.aexec(conn, **merge)
         return JobRef(sibling["id"], merged=True)
 
+    def check_schema(self) -> str:
+        with (
+            translated_errors(self._prefix),
+            connect(self._url, self._connect_timeout) as conn,
+        ):
+            self._queries.check_schema.many(conn)
+            info = conn.info
+            host = f"[{info.host}]" if ":" in info.host else info.host
+            return f"{host}:{info.port}/{info.dbname}"
+
 
 def _job_row(row: Mapping[str, Any]) -> JobRow:
     return JobRow(

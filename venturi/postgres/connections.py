@@ -3,8 +3,9 @@
 Pooled sessions run in autocommit and session state (LISTEN, leadership
 locks) lives on dedicated connections outside the pools: ADR 0100 gives the
 reasons. Every psycopg error that means "the database is not there" leaves
-this module as ``BackendUnavailable``; nothing psycopg-specific crosses the
-Backend boundary.
+this module as ``BackendUnavailable``, or as ``DatabaseRefused`` when the
+server answered and said no for good (ADR 0118); nothing psycopg-specific
+crosses the Backend boundary.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from venturi.errors import BackendUnavailable, SchemaMissing
+from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
 from venturi.naming import Prefix
 from venturi.postgres.queries import Queries
 
@@ -33,6 +34,20 @@ AsyncConnection = psycopg.AsyncConnection[Any]
 #: How long a caller waits for a pooled connection (or a first connection) before
 #: BackendUnavailable: bounded, so a missing database never hangs a caller.
 DEFAULT_CONNECT_TIMEOUT = 5.0
+
+#: What the server says when it refuses a session for a reason that waiting will
+#: not fix. libpq keeps only the text of a refusal at connect (psycopg's
+#: ``sqlstate`` is None then), so the text is matched; a server whose
+#: ``lc_messages`` is not English is treated as an outage and retried (ADR 0118).
+_REFUSALS = (
+    '" does not exist',  # 3D000 database "x", 28000 role "x"
+    "authentication failed for user",  # 28P01 password, scram; 28000 peer, ident
+    "no pg_hba.conf entry",  # 28000
+    "is not permitted to log in",  # 28000
+    "permission denied for database",  # 42501: no CONNECT privilege
+    "is not currently accepting connections",  # 55000: datallowconn = false
+    "no password supplied",  # libpq's own: the server asked for a password
+)
 
 
 def _connect_kwargs(connect_timeout: float) -> dict[str, Any]:
@@ -55,7 +70,16 @@ def translated_errors(prefix: Prefix | None = None) -> Iterator[None]:
             raise
         raise SchemaMissing(prefix.value) from exc
     except psycopg.OperationalError as exc:
-        raise BackendUnavailable(f"database unavailable: {exc}") from exc
+        raise unavailable(exc) from exc
+
+
+def unavailable(exc: psycopg.Error) -> BackendUnavailable:
+    """``DatabaseRefused`` when the server refused the session for good, else an outage."""
+    text = str(exc).strip()
+    if exc.sqlstate is None and any(fragment in text for fragment in _REFUSALS):
+        # "connection failed: connection to server at ... failed: FATAL:  <reason>"
+        return DatabaseRefused(" ".join(text.rpartition("FATAL:")[2].split()))
+    return BackendUnavailable(f"database unavailable: {text}")
 
 
 def use_generic_plans(conn: Connection) -> None:
@@ -114,7 +138,7 @@ class Pool:
         try:
             conn = self._live_connection()
         except PoolTimeout as exc:
-            raise BackendUnavailable(self._why_unavailable(exc)) from exc
+            raise self._why_unavailable(exc) from exc
         try:
             with conn:
                 yield conn
@@ -131,14 +155,16 @@ class Pool:
             self._pool.putconn(conn)  # closed: the pool drops it and connects anew
         return self._pool.getconn()
 
-    def _why_unavailable(self, timeout: PoolTimeout) -> str:
+    def _why_unavailable(self, timeout: PoolTimeout) -> BackendUnavailable:
         """The pool only says it timed out; one direct attempt says why (refused, no such db)."""
         try:
             connect(self._url, self._connect_timeout).close()
         except psycopg.Error as exc:
-            return f"database unavailable: {str(exc).strip()}"
+            return unavailable(exc)
         waited = self._connect_timeout
-        return f"database unavailable: no pooled connection within {waited}s ({timeout})"
+        return BackendUnavailable(
+            f"database unavailable: no pooled connection within {waited}s ({timeout})"
+        )
 
     def close(self) -> None:
         if self._is_open:

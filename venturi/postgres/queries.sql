@@ -462,3 +462,9 @@ WITH picked AS (
     SELECT id, kind, run_count, now(), 'dead', %(cancel_note)s FROM cancelled
 )
 SELECT count(*) AS changed FROM cancelled
+
+-- name: check_schema :many
+-- A service's start check (ADR 0118): names every table the runtime reads, so
+-- an unmigrated prefix raises UndefinedTable (SchemaMissing) and a role without
+-- its grants InsufficientPrivilege; WHERE false plans to a Result, no scan.
+SELECT 1 AS present FROM {{prefix}}_jobs, {{prefix}}_journal WHERE false

@@ -22,6 +22,10 @@ carry no longer fits ``carry=``         ``dead``, note says so
 carry or attachment that is not JSON    a failure, note = the ``InvalidPayload``
 ======================================  =========================================
 
+Every run end is one line on the ``venturi.runs`` logger (``_log_run_end``):
+INFO, except the job's first failure (WARNING, with the traceback) and a dead
+job (ERROR); a later failure's traceback goes to DEBUG only (ADR 0118).
+
 Failures count towards the backstop (``is_failure``); ``Fail`` does too, so
 the dead row's ``failure_count`` says that its last run failed. Notes are made
 storable: NUL characters are escaped, invalid UTF-8 replaced, and notes longer
@@ -35,7 +39,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
@@ -48,9 +52,14 @@ if TYPE_CHECKING:
     from venturi.task import Task
 
 logger = logging.getLogger(__name__)
+#: One line per run end; its own logger so that it can be silenced (or kept) apart
+#: from the worker's lifecycle lines.
+runs_logger = logging.getLogger("venturi.runs")
 
 #: Longest journal note kept; the journal is a log, not a result store.
 MAX_NOTE_CHARS = 10_000
+#: Longest note shown in a run-end log line (the journal keeps it whole).
+_LOGGED_NOTE_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,14 +210,70 @@ def _done(
     duration = time.monotonic() - started
     if outcome.note is not None:
         outcome = replace(outcome, note=_note_text(outcome.note))
-    claim = job.claim
-    extra = {"job_id": claim.job_id, "kind": job.kind}
-    args = (claim.job_id, job.kind, claim.run_count, outcome.kind.value, duration, outcome.note)
-    message = "job %s (kind %s) run %d ended %s in %.3fs: %s"
-    if outcome.kind is OutcomeKind.RETRIED:
-        logger.warning(message, *args, exc_info=error, extra=extra)
-    elif outcome.kind is OutcomeKind.DEAD:
-        logger.error(message, *args, exc_info=error, extra=extra)
-    else:
-        logger.debug(message, *args, extra=extra)
+    _log_run_end(job, outcome, duration, error)
     return Execution(job, outcome)
+
+
+def _log_run_end(
+    job: ClaimedJob, outcome: Outcome, duration: float, error: BaseException | None
+) -> None:
+    """``mail.send 01J... run 2 retried in 3 ms: ConnectionError: ...; next run at ...``.
+
+    The traceback rides on the job's first failure only (``failure_count`` was
+    0: its first run to fail, or the first since an operator's retry), so a
+    retry storm shows one traceback, not one per run; later ones are DEBUG.
+    """
+    is_first_failure = outcome.is_failure and job.failure_count == 0
+    if outcome.kind is OutcomeKind.DEAD:
+        level = logging.ERROR
+    elif is_first_failure:
+        level = logging.WARNING
+    else:
+        level = logging.INFO
+    if not runs_logger.isEnabledFor(level):
+        return  # nothing below is formatted when the line is off (measured: bench/)
+    claim = job.claim
+    extra = {
+        "job_id": claim.job_id,
+        "kind": job.kind,
+        "run": claim.run_count,
+        "outcome": outcome.kind.value,
+        "duration_ms": round(duration * 1000, 3),
+    }
+    how = f"{outcome.kind.value} in {_span(duration)}"
+    if outcome.note is not None and outcome.kind is not OutcomeKind.COMPLETED:
+        how += f": {_one_line(outcome.note)}"
+    if outcome.kind in (OutcomeKind.RETRIED, OutcomeKind.PAUSED):
+        how += f"; {_next_run(outcome)}"
+    message = "%s %s run %d %s"
+    args = (job.kind, claim.job_id, claim.run_count, how)
+    traceback = error if is_first_failure else None
+    runs_logger.log(level, message, *args, exc_info=traceback, extra=extra)
+    if error is not None and traceback is None and runs_logger.isEnabledFor(logging.DEBUG):
+        runs_logger.debug("%s %s run %d raised:", *args[:3], exc_info=error, extra=extra)
+
+
+def _next_run(outcome: Outcome) -> str:
+    """``next run at 07:08:04 (in 2 s)``: local wall time, for reading only (the row's
+    ``visible_at`` is set by the database clock when the outcome is recorded)."""
+    now = datetime.now().astimezone()
+    when = outcome.eta.astimezone() if outcome.eta is not None else now + outcome.delay
+    wait = max((when - now).total_seconds(), 0.0)
+    shown = when.strftime("%H:%M:%S" if wait < 86_400 else "%Y-%m-%d %H:%M:%S")
+    return f"next run at {shown} (in {_span(wait)})"
+
+
+def _span(seconds: float) -> str:
+    """``0.4 ms``, ``12 ms``, ``2.5 s``, ``3 min``, ``2 h``, ``4 d``: three digits at most."""
+    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0), ("s", 1.0)):
+        if seconds >= size:
+            value = seconds / size
+            return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+    return f"{seconds * 1000:.3g} ms"
+
+
+def _one_line(note: str) -> str:
+    text = " ".join(note.split())
+    if len(text) > _LOGGED_NOTE_CHARS:
+        return text[:_LOGGED_NOTE_CHARS] + " ..."
+    return text

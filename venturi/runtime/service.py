@@ -9,6 +9,13 @@ outage and retried after a capped exponential backoff, and any other error is
 logged with its traceback and retried the same way, because a loop that dies
 silently would leave jobs claimed until their leases lapse.
 
+A *permanent* error is not retried: ``DatabaseRefused`` (no such database,
+login refused) and ``SchemaMissing`` (the prefix is not migrated) would fail
+the same way every 80 ms forever. The loop logs it once, as an ERROR without a
+traceback, and ends; under ``run_until_signalled`` the whole service then
+stops and ``run()`` raises that error, so ``venturi worker`` exits with it as
+one line (ADR 0118).
+
 Threads are daemons so that a handler stuck past every deadline never keeps the
 process alive; ``join`` takes a deadline and reports overruns instead of hanging.
 """
@@ -21,15 +28,18 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from types import FrameType
 from typing import Any, Protocol
 
-from venturi.errors import BackendUnavailable
+from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
 
 logger = logging.getLogger(__name__)
 
 #: How often ``run_until_signalled`` looks at the signal count.
 _SIGNAL_SLICE = 0.2
+#: Errors that retrying cannot fix: a loop that meets one stops (see the module docstring).
+PERMANENT_ERRORS = (DatabaseRefused, SchemaMissing)
 
 
 class Part(Protocol):
@@ -110,6 +120,8 @@ class ServiceThread:
         self._on_exit = on_exit
         self._backoff = Backoff()
         self._thread: threading.Thread | None = None
+        # Built while run_until_signalled starts a service: report a permanent error to it.
+        self._supervisor = _supervisor.get()
 
     def start(self) -> None:
         if self._thread is not None:
@@ -146,6 +158,12 @@ class ServiceThread:
         """Run one step, turning an error into a backoff delay (see module docstring)."""
         try:
             delay = self._step()
+        except PERMANENT_ERRORS as exc:
+            logger.error("%s: %s; stopping", self.name, exc)
+            self.stopping.set()
+            if self._supervisor is not None:
+                self._supervisor.fail(exc)
+            return 0.0
         except BackendUnavailable as exc:
             is_new_outage = not self._backoff.is_failing
             wait = self._backoff.next_delay()
@@ -180,13 +198,21 @@ def run_until_signalled(
     service sets once stopped (by this ``stop`` or by another thread's).
     Signal handlers are installed only from the main thread, and the previous
     ones are restored on return.
+
+    A loop of the service that meets a permanent error (``PERMANENT_ERRORS``)
+    stops the service at once, and that error is raised from here.
     """
     signals = _SignalCount()
     previous = signals.install()
+    supervisor = _Supervisor()
     is_stopping = False
     try:
-        start()
-        while not stopped.wait(_SIGNAL_SLICE):
+        token = _supervisor.set(supervisor)
+        try:
+            start()
+        finally:
+            _supervisor.reset(token)
+        while not stopped.wait(_SIGNAL_SLICE) and supervisor.error is None:
             if signals.count and not is_stopping:
                 is_stopping = True
                 logger.info("%s: signal received; stopping (a second signal stops at once)", name)
@@ -195,6 +221,40 @@ def run_until_signalled(
         stop(lambda: True)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if supervisor.error is not None:
+        raise supervisor.error
+
+
+def check_at_start(check: Callable[[], str], name: str) -> str:
+    """Run a service's start check (``App.check_schema``) and return what it says.
+
+    A permanent error (``DatabaseRefused``, ``SchemaMissing``) is raised: the
+    service must not start. An outage is not: a worker started while its
+    database restarts (or before it is up) starts anyway, and its loops wait
+    for the database with backoff as they do for any outage.
+    """
+    try:
+        return check()
+    except DatabaseRefused:
+        raise
+    except BackendUnavailable as exc:
+        logger.warning("%s: database unreachable at start; starting anyway: %s", name, exc)
+        return "(unreachable for now)"
+
+
+class _Supervisor:
+    """The first permanent error any loop of one ``run_until_signalled`` service met."""
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+
+    def fail(self, error: Exception) -> None:
+        if self.error is None:
+            self.error = error
+
+
+#: Set while ``run_until_signalled`` calls ``start``: the loops built then report to it.
+_supervisor: ContextVar[_Supervisor | None] = ContextVar("venturi_supervisor", default=None)
 
 
 class _SignalCount:

@@ -1,0 +1,113 @@
+"""``check_schema`` (a service's start check) and ``list_job_summaries`` (last notes)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from backends import BackendCase, ClaimAll, new_job
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from venturi.backend import Backend
+from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
+from venturi.types import Finished, Outcome, OutcomeKind
+
+
+def test_check_schema_names_the_database_without_its_password(
+    backend: Backend, database_url: str
+) -> None:
+    params = conninfo_to_dict(database_url)
+    where = backend.check_schema()
+
+    assert where.endswith(f"/{params.get('dbname', 'test')}"), where
+    assert ":" in where
+    assert "password" not in where
+
+
+@pytest.fixture
+def unmigrated_prefix(database_url: str) -> Iterator[str]:
+    value = f"t_{secrets.token_hex(5)}"
+    yield value
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for table in ("journal", "jobs", "migrations"):
+            conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
+
+
+def test_check_schema_of_an_unmigrated_prefix_says_run_migrate(
+    backend_case: BackendCase, database_url: str, unmigrated_prefix: str
+) -> None:
+    backend = backend_case.build(database_url, unmigrated_prefix)
+    try:
+        with pytest.raises(SchemaMissing, match="run `venturi migrate`"):
+            backend.check_schema()
+        backend.migrate()
+        assert backend.check_schema()
+    finally:
+        backend.close()
+
+
+def test_a_database_that_does_not_exist_is_refused_not_an_outage(
+    backend_case: BackendCase, database_url: str, prefix: str
+) -> None:
+    missing = f"venturi_no_such_db_{secrets.token_hex(3)}"
+    backend = backend_case.build(make_conninfo(database_url, dbname=missing), prefix)
+    try:
+        with pytest.raises(DatabaseRefused, match=f'database "{missing}" does not exist'):
+            backend.check_schema()
+        with pytest.raises(DatabaseRefused):
+            backend.stats()  # through the pool too, not only the direct session
+    finally:
+        backend.close()
+
+
+def test_a_role_that_does_not_exist_is_refused(
+    backend_case: BackendCase, database_url: str, prefix: str
+) -> None:
+    url = make_conninfo(database_url, user=f"venturi_nobody_{secrets.token_hex(3)}")
+    backend = backend_case.build(url, prefix)
+    try:
+        with pytest.raises(DatabaseRefused, match="does not exist"):
+            backend.check_schema()
+    finally:
+        backend.close()
+
+
+def test_a_server_that_does_not_answer_is_an_outage_not_a_refusal(
+    backend_case: BackendCase, prefix: str
+) -> None:
+    backend = backend_case.build("postgresql://postgres@127.0.0.1:1/x", prefix)
+    try:
+        with pytest.raises(BackendUnavailable) as raised:
+            backend.check_schema()
+        assert not isinstance(raised.value, DatabaseRefused)
+    finally:
+        backend.close()
+
+
+def test_job_summaries_carry_the_newest_entrys_outcome_and_note_of_each_job(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    backend.enqueue([new_job() for _ in range(3)])
+    retried, completed, silent = (job.claim for job in claim_all())
+    backend.finish(
+        [
+            Finished(retried, Outcome(OutcomeKind.RETRIED, note="E: boom", is_failure=True)),
+            Finished(completed, Outcome(OutcomeKind.COMPLETED, note="42")),
+            Finished(silent, Outcome(OutcomeKind.COMPLETED)),
+        ]
+    )
+    never_run = new_job()
+    backend.enqueue([never_run])
+
+    page = backend.list_job_summaries(status=None, kind=None, note=None, limit=10, after=None)
+
+    last = {s.job.id: (s.last_outcome, s.last_note) for s in page.jobs}
+    assert last == {
+        retried.job_id: (OutcomeKind.RETRIED, "E: boom"),
+        completed.job_id: (OutcomeKind.COMPLETED, "42"),
+        silent.job_id: (OutcomeKind.COMPLETED, None),
+        never_run.id: (None, None),
+    }
+    assert page.next is None
