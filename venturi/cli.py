@@ -407,7 +407,42 @@ def _cmd_jobs_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: The one status each bulk change acts on.
+_BULK_STATUS = {"retry": Status.DEAD, "cancel": Status.PENDING}
+
+
+def _bulk_change(args: argparse.Namespace, action: str) -> int:
+    """``jobs retry|cancel --kind K [--note TEXT] [--yes]``: every matching job at once.
+
+    Without ``--yes`` nothing changes: the command says how many jobs match,
+    so the operator sees the blast radius first.
+    """
+    status = _BULK_STATUS[action]
+    if args.kind is None and args.note is None:
+        raise UsageError(f"give a job ID, or --kind/--note to {action} every matching job")
+    with closing(_open_app(args)) as app:
+        matching = app.count_jobs(status=status, kind=args.kind, note=args.note)
+        changed = 0
+        if args.yes:
+            change = app.retry_matching if action == "retry" else app.cancel_matching
+            changed = change(kind=args.kind, note=args.note)
+    if args.json:
+        _write_json({"matching": matching, "changed": changed, "applied": args.yes})
+    elif args.yes:
+        done = "retried" if action == "retry" else "cancelled"
+        _write_lines([f"{done} {changed} of {matching} matching {status.value} job(s)"])
+    else:
+        _write_lines(
+            [f"{matching} {status.value} job(s) match; nothing changed: add --yes to {action} them"]
+        )
+    return EXIT_OK
+
+
 def _cmd_jobs_retry(args: argparse.Namespace) -> int:
+    if args.id is None or args.kind is not None or args.note is not None:
+        if args.id is not None:
+            raise UsageError("give either a job ID or --kind/--note filters, not both")
+        return _bulk_change(args, "retry")
     with closing(_open_app(args)) as app:
         job = app.retry(args.id)
     if args.json:
@@ -419,6 +454,10 @@ def _cmd_jobs_retry(args: argparse.Namespace) -> int:
 
 
 def _cmd_jobs_cancel(args: argparse.Namespace) -> int:
+    if args.id is None or args.kind is not None or args.note is not None:
+        if args.id is not None:
+            raise UsageError("give either a job ID or --kind/--note filters, not both")
+        return _bulk_change(args, "cancel")
     with closing(_open_app(args)) as app:
         job = app.cancel(args.id)
     if args.json:
@@ -839,13 +878,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_json_option(listing)
 
+    show = command(actions, "show", "a job and its timeline", _cmd_jobs_show)
+    show.add_argument("id", metavar="ID", help="the job id")
+    _add_json_option(show)
     for name, help_text, handler in (
-        ("show", "a job and its timeline", _cmd_jobs_show),
-        ("retry", "make a dead job pending again, eligible now", _cmd_jobs_retry),
-        ("cancel", "make a pending job dead (note 'cancelled')", _cmd_jobs_cancel),
+        ("retry", "make dead jobs pending again, eligible now", _cmd_jobs_retry),
+        ("cancel", "make pending jobs dead (note 'cancelled')", _cmd_jobs_cancel),
     ):
         sub = command(actions, name, help_text, handler)
-        sub.add_argument("id", metavar="ID", help="the job id")
+        sub.add_argument("id", metavar="ID", nargs="?", help="one job, by id")
+        sub.add_argument("--kind", help="instead of an ID: every matching job of this kind")
+        sub.add_argument("--note", help="instead of an ID: jobs whose last note contains this")
+        sub.add_argument(
+            "--status",
+            choices=[_BULK_STATUS[name].value],
+            help="the status a bulk change acts on (the only one it may)",
+        )
+        sub.add_argument("--yes", action="store_true", help="apply a bulk change (else: count)")
         _add_json_option(sub)
     _add_jobs_add_command(actions)
 

@@ -14,14 +14,13 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import orjson
 import psycopg
 import pytest
+from cli_support import COMMAND_TIMEOUT, HERE, Run, cli_env, failed_with, json_of, succeeded
 from psycopg.conninfo import make_conninfo
 from support import wait_until
 from ulid import ULID
@@ -29,76 +28,13 @@ from ulid import ULID
 import venturi
 from venturi import cli
 
-HERE = Path(__file__).parent
 MIGRATIONS = sorted(
     (HERE.parent.parent / "migrations").glob("V*__*.sql"),
     key=lambda p: int(p.stem[1:].split("__")[0]),
 )
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/x"
-# A hang guard for each command, not a speed assertion: a CLI that cannot
-# reach its database must give up on its own, well within this.
-COMMAND_TIMEOUT = 60
 WORKER_OPTIONS = ("--concurrency", "2", "--grace", "5")
 STATUS_OF = "SELECT status FROM {{prefix}}_jobs WHERE id = %s"
-
-Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def cli_env(database_url: str, prefix: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")}
-    env.update(VENTURI_DATABASE_URL=database_url, CLI_TEST_PREFIX=prefix, PYTHONUNBUFFERED="1")
-    return env
-
-
-@pytest.fixture
-def venturi_cli(database_url: str, prefix: str) -> Run:
-    """Run ``venturi ARGS`` on the test prefix (``--prefix`` is added unless given)."""
-
-    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        argv = list(args) if "--prefix" in args or "--app" in args else [*args, "--prefix", prefix]
-        return subprocess.run(
-            [sys.executable, "-m", "venturi", *argv],
-            capture_output=True,
-            text=True,
-            cwd=HERE,
-            env=env or cli_env(database_url, prefix),
-            timeout=COMMAND_TIMEOUT,
-            check=False,
-        )
-
-    return run
-
-
-def succeeded(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr
-    return result.stdout
-
-
-def json_of(result: subprocess.CompletedProcess[str]) -> Any:
-    return orjson.loads(succeeded(result))
-
-
-def failed_with(result: subprocess.CompletedProcess[str], status: int) -> str:
-    """The single error line of a failed command."""
-    assert result.returncode == status, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("venturi: error: ")
-    return lines[0]
-
-
-@pytest.fixture
-def double(app: venturi.App) -> Any:
-    """The test side of cli_app's ``cli.double`` task, to enqueue through the fixture App."""
-
-    @app.task(kind="cli.double")
-    def double(n: int) -> int:
-        return n * 2
-
-    return double
 
 
 def insert_finished(db: Any, status: str, finished_ago: timedelta) -> str:
