@@ -23,7 +23,16 @@ from venturi.registry import Registry, default_registry, set_current_app
 from venturi.schedule import Schedule
 from venturi.serialization import is_storable_text
 from venturi.task import Task, TaskDecorator
-from venturi.types import AppliedMigration, Cursor, JobDetail, JobRow, Page, Stats, Status
+from venturi.types import (
+    AppliedMigration,
+    Cursor,
+    JobDetail,
+    JobRow,
+    Page,
+    Stats,
+    Status,
+    WorkerInfo,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -225,3 +234,22 @@ class App:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
+
+    def workers(self) -> list[WorkerInfo]:
+        """The live workers of this prefix, newest started first (ADR 0119).
+
+        Each running Worker registers at start, heartbeats on its lease
+        renewal cadence and deregisters at stop; one that died without
+        deregistering drops out of this list once its entry expires (one
+        shortest lease of its kinds after its last heartbeat, at least 2 s).
+        """
+        return self.backend.list_workers()
+
+    def unserved_kinds(self) -> list[str]:
+        """Kinds with due pending jobs that no live worker serves, sorted (ADR 0119).
+
+        Such jobs wait until a worker that knows their kind runs: a task
+        module not imported by any worker, or a ``--kinds`` list that leaves
+        the kind out. Workers warn about them in their log too.
+        """
+        return self.backend.unserved_kinds()
