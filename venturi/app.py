@@ -33,6 +33,7 @@ from venturi.types import (
     Status,
     SummaryPage,
     Throughput,
+    WorkerInfo,
 )
 
 logger = logging.getLogger(__name__)
@@ -324,6 +325,25 @@ class App:
             lambda: self.backend.cancel_matching(kind=kind, note=note, batch_size=batch_size),
             batch_size,
         )
+
+    def workers(self) -> list[WorkerInfo]:
+        """The live workers of this prefix, newest started first (ADR 0119).
+
+        Each running Worker registers at start, heartbeats on its lease
+        renewal cadence and deregisters at stop; one that died without
+        deregistering drops out of this list once its entry expires (one
+        shortest lease of its kinds after its last heartbeat, at least 2 s).
+        """
+        return self.backend.list_workers()
+
+    def unserved_kinds(self) -> list[str]:
+        """Kinds with due pending jobs that no live worker serves, sorted (ADR 0119).
+
+        Such jobs wait until a worker that knows their kind runs: a task
+        module not imported by any worker, or a ``--kinds`` list that leaves
+        the kind out. Workers warn about them in their log too.
+        """
+        return self.backend.unserved_kinds()
 
 
 def _filter_text(name: str, value: str | None) -> str | None:

@@ -1,8 +1,8 @@
 """The ``venturi`` command line: operate a queue from a shell or a script.
 
 Subcommands: ``migrate``, ``worker``, ``beat``, ``jobs list|show|retry|cancel``,
-``cleanup`` and ``stats``. Each takes ``--app module:attribute`` (the user's
-App; importing its module registers its tasks), ``--database-url`` and
+``cleanup``, ``stats`` and ``workers``. Each takes ``--app module:attribute``
+(the user's App; importing its module registers its tasks), ``--database-url`` and
 ``--prefix`` (which override the App's own settings), before or after the
 subcommand name. Without ``--app`` the App is built from the options, then
 ``$VENTURI_DATABASE_URL`` / ``$VENTURI_PREFIX``, enough for everything but
@@ -18,6 +18,8 @@ the help to read (``(see venturi worker --help)``). ``-v`` adds DEBUG logs,
 and the traceback of an error, on stderr; the CLI, not the library, configures
 logging (``venturi.logs``): ``worker`` and ``beat`` log at INFO by default, as
 text or (``--log-format json``) one JSON object a line.
+A warning about the queue (``stats``: kinds no live worker serves) is one line
+on stderr starting ``venturi: warning:``, with exit status 0.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import orjson
 
 from venturi import logs
 from venturi.errors import ConfigurationError, VenturiError, describe_exception
-from venturi.types import Cursor, JobDetail, JobRow, JournalEntry, Stats, Status
+from venturi.types import Cursor, JobDetail, JobRow, JournalEntry, Stats, Status, WorkerInfo
 
 if TYPE_CHECKING:
     from venturi.app import App
@@ -484,12 +486,15 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
 def _cmd_stats(args: argparse.Namespace) -> int:
     with closing(_open_app(args)) as app:
         stats = app.stats()
+        unserved = app.unserved_kinds()
     if args.json:
-        _write_json(_stats_json(stats))
+        _write_json({**_stats_json(stats), "unserved_kinds": unserved})
     elif not stats.kinds:
         _write_lines(["no jobs"])
     else:
         _write_lines(_stats_lines(stats))
+    if unserved:
+        _warn(f"no live worker serves these kinds, whose due jobs wait: {', '.join(unserved)}")
     return EXIT_OK
 
 
@@ -524,6 +529,55 @@ def _cmd_embedded_stop(args: argparse.Namespace) -> int:
     else:
         _write_lines([f"embedded server stopped: pid {server.pid} (data {server.data_directory})"])
     return EXIT_OK
+
+
+def _cmd_workers(args: argparse.Namespace) -> int:
+    with closing(_open_app(args)) as app:
+        workers = app.workers()
+    if args.json:
+        _write_json({"workers": [_worker_json(worker) for worker in workers]})
+    elif not workers:
+        _write_lines(["no live workers"])
+    else:
+        _write_lines(_worker_lines(workers))
+    return EXIT_OK
+
+
+def _worker_lines(workers: Sequence[WorkerInfo]) -> list[str]:
+    header = ("ID", "VERSION", "CONCURRENCY", "RUNNING", "STARTED", "HEARTBEAT", "KINDS")
+    rows = [
+        (
+            worker.id,
+            worker.version,
+            str(worker.concurrency),
+            str(worker.running),
+            _format_time(worker.started_at),
+            _format_time(worker.heartbeat_at, precise=True),
+            ", ".join(worker.kinds) or "-",
+        )
+        for worker in workers
+    ]
+    return format_table(header, rows, right={2, 3})
+
+
+def _worker_json(worker: WorkerInfo) -> dict[str, Any]:
+    return {
+        "id": worker.id,
+        "claimed_by": worker.claimed_by,
+        "version": worker.version,
+        "kinds": list(worker.kinds),
+        "concurrency": worker.concurrency,
+        "running": worker.running,
+        "started_at": _utc(worker.started_at),
+        "heartbeat_at": _utc(worker.heartbeat_at),
+        "expires_at": _utc(worker.expires_at),
+    }
+
+
+def _build_workers_command(parser: argparse.ArgumentParser) -> None:
+    """``venturi workers``: the live entries of the worker registry (ADR 0119)."""
+    parser.set_defaults(handler=_cmd_workers)
+    _add_json_option(parser)
 
 
 # -------------------------------------------------------------------- output
@@ -973,6 +1027,7 @@ def build_parser() -> argparse.ArgumentParser:
         "printed at start)",
     )
     access.add_argument("--read-only", action="store_true", help="show everything, allow no change")
+    _build_workers_command(command(commands, "workers", "the live workers of the prefix", None))
     return parser
 
 
@@ -1103,6 +1158,11 @@ def _command_of(args: argparse.Namespace) -> str:
     """``venturi jobs list``: the command ``args`` were parsed for."""
     words = [PROG, args.command, getattr(args, "action", None)]
     return " ".join(word for word in words if word)
+
+
+def _warn(message: str) -> None:
+    """A warning about the queue on stderr: stdout stays the report, as before."""
+    sys.stderr.write(f"{PROG}: warning: {_one_line(message)}\n")
 
 
 def _configure_logging(args: argparse.Namespace) -> None:

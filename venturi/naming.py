@@ -46,6 +46,8 @@ DERIVED_SUFFIXES = (
     "_journal_kind",
     "_migrations",
     "_migrations_pkey",
+    "_workers",
+    "_workers_pkey",
 )
 MAX_PREFIX_LENGTH = _IDENTIFIER_LIMIT - max(len(s) for s in DERIVED_SUFFIXES)
 

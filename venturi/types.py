@@ -279,3 +279,42 @@ class Throughput:
 
     current_minute: datetime
     minutes: tuple[MinuteCounts, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRegistration:
+    """What a running Worker writes about itself in the registry (ADR 0119).
+
+    Fixed from ``start()`` to ``stop()``; ``id`` is ``host:pid`` (the
+    ``claimed_by`` of its claims), with ``#2``, ``#3``... for further Workers
+    running at the same time in one process.
+    """
+
+    id: str
+    version: str
+    kinds: tuple[str, ...]
+    concurrency: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A live worker's registry entry, as ``App.workers()`` returns it (ADR 0119).
+
+    ``running`` is how many jobs its handlers were running at its last
+    heartbeat; the entry is live until ``expires_at`` (database time), which
+    each heartbeat pushes out.
+    """
+
+    id: str
+    version: str
+    kinds: tuple[str, ...]
+    concurrency: int
+    running: int
+    started_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
+
+    @property
+    def claimed_by(self) -> str:
+        """The ``claimed_by`` of this worker's claims: the id without its ``#n``."""
+        return self.id.partition("#")[0]

@@ -10,7 +10,8 @@ The parts of one running ``Worker`` (threads named ``venturi-worker-...``):
 - **committer** - the one path that records outcomes (ADR 0104);
 - **lease keeper** - renews held claims and sweeps expired ones (ADR 19, 0109);
 - **listener** - turns NOTIFY into wake-ups (ADR 0102);
-- **pruner** - with ``retention``, deletes old terminal jobs.
+- **pruner** - with ``retention``, deletes old terminal jobs;
+- **registry** - keeps the worker's registry entry alive (ADR 0119).
 
 The claim, the run and the record go through one ``Runner``, the same path
 ``run_once`` and ``venturi.testing.drain`` use.
@@ -37,6 +38,7 @@ from venturi.runtime.floors import ClaimFloors
 from venturi.runtime.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
 from venturi.runtime.prefetch import DEFAULT_PREFETCH, Prefetch
 from venturi.runtime.pruner import Pruner
+from venturi.runtime.registration import Registration
 from venturi.runtime.runner import Runner, worker_id
 from venturi.runtime.service import (
     Backoff,
@@ -220,6 +222,23 @@ class Worker:
             pruner = Pruner(runner.backend, retention=self.retention)
             runtime.others.append(ServiceThread(f"{name}-pruner", pruner.step))
         runtime.others.append(waiter)
+
+        def running() -> int:
+            with self._lock:
+                return sum(entry.is_running for entry in runtime.in_flight.values())
+
+        # Registered by its first step, deregistered when its thread ends (ADR 0119).
+        registration = Registration(
+            runner.backend,
+            claimed_by=self.worker_id,
+            kinds=self.kinds,
+            concurrency=self.concurrency,
+            interval=keeper.renew_interval,
+            running=running,
+        )
+        runtime.others.append(
+            ServiceThread(f"{name}-registry", registration.step, on_exit=registration.deregister)
+        )
         self._runtime = runtime
         parts: list[Part] = [runtime.handlers, runtime.committer, *runtime.others, runtime.claiming]
         for part in parts:

@@ -165,7 +165,7 @@ def fresh_prefix(database_url: str) -> Iterator[str]:
     value = f"t_{secrets.token_hex(5)}"
     yield value
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("journal", "jobs", "migrations"):
+        for table in ("workers", "journal", "jobs", "migrations"):
             conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 
@@ -183,6 +183,7 @@ def test_migrate_applies_every_version_once_then_nothing(
             (1, "initial_schema"),
             (2, "history_pagination_index"),
             (3, "index_tuning"),
+            (4, "workers"),
         ]
         assert all(isinstance(m, AppliedMigration) for m in applied)
         assert backend.migrate() == []

@@ -756,3 +756,100 @@ def test_the_start_check_of_the_schema_reads_no_row(planner: Planner) -> None:
     plan = planner.explain("check_schema")
     assert plan.table_reads(planner.jobs) == [], plan.text
     assert plan.table_reads(planner.journal) == [], plan.text
+
+
+# -- the worker registry (ADR 0119) ------------------------------------------------------------
+
+#: 48 registry entries (5 of them expired), each serving a prefix of the kinds; none serves
+#: ``backups.verify`` (the last kind) or the beat-scheduled kind.
+BUILD_WORKERS = """
+INSERT INTO {{prefix}}_workers
+    (id, version, kinds, concurrency, running, started_at, heartbeat_at, expires_at)
+SELECT 'worker-' || n || ':' || (1000 + n), '0.1.0', (%(kinds)s::text[])[1:1 + n %% 19], 8,
+       n %% 8, now() - interval '1 hour' + interval '1 minute' * n,
+       now() - interval '1 second' * (n %% 20),
+       CASE WHEN n <= 5 THEN now() - interval '1 minute' ELSE now() + interval '40 seconds' END
+FROM generate_series(1, 48) AS n
+"""
+
+
+@pytest.fixture(scope="module")
+def registry(planner: Planner) -> Planner:
+    """The planner's queue, plus a registry of live and expired workers."""
+    planner.conn.execute(planner.prefix.substitute(BUILD_WORKERS), {"kinds": list(KINDS)})
+    planner.conn.execute(f"VACUUM ANALYZE {planner.prefix.value}_workers")
+    return planner
+
+
+def _registration_params(running: int | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "id": "worker-7:1007",
+        "version": "0.1.0",
+        "kinds": list(KINDS[:8]),
+        "concurrency": 8,
+        "expires_in": timedelta(minutes=1),
+    }
+    if running is not None:
+        params.update(running=running, sweep_limit=100)
+    return params
+
+
+def _reads_only_the_registry(planner: Planner, plan: Plan) -> None:
+    workers = f"{planner.prefix.value}_workers"
+    assert plan.table_reads(planner.jobs) == [], plan.text
+    assert plan.table_reads(planner.journal) == [], plan.text
+    scanned = {
+        n.get("Relation Name") or n.get("Index Name") for n in plan.nodes if "Scan" in n.type
+    }
+    assert scanned - {"", workers, f"{workers}_pkey"} == set(), plan.text
+
+
+def _arbiter_indexes(plan: Plan) -> list[str]:
+    inserts = [n for n in plan.nodes if n.type == "ModifyTable" and n.get("Operation") == "Insert"]
+    assert len(inserts) == 1, plan.text
+    return list(inserts[0].fields.get("Conflict Arbiter Indexes", []))
+
+
+@pytest.mark.parametrize("name", ["register_worker", "heartbeat_worker"])
+def test_registration_and_heartbeat_upsert_on_the_registry_primary_key_only(
+    registry: Planner, name: str
+) -> None:
+    """A heartbeat runs every min(lease)/3 in every worker: it touches the registry alone."""
+    running = 3 if name == "heartbeat_worker" else None
+    plan = registry.explain(name, **_registration_params(running))
+
+    assert _arbiter_indexes(plan) == [registry.index("_workers_pkey")], plan.text
+    _reads_only_the_registry(registry, plan)
+
+
+def test_the_heartbeat_sweep_locks_only_expired_entries_other_than_its_own(
+    registry: Planner,
+) -> None:
+    plan = registry.explain("heartbeat_worker", **_registration_params(3))
+
+    locking = [n for n in plan.nodes if n.type == "LockRows"]
+    assert len(locking) == 1, plan.text
+    filters = " ".join(n.get("Filter") + n.get("Index Cond") for n in plan.nodes)
+    assert "expires_at < now()" in filters and "id <> " in filters, plan.text
+
+
+@pytest.mark.parametrize("name", ["deregister_worker", "list_workers"])
+def test_deregistering_and_listing_read_only_the_registry(registry: Planner, name: str) -> None:
+    params = {"id": "worker-7:1007"} if name == "deregister_worker" else {}
+    plan = registry.explain(name, **params)
+
+    _reads_only_the_registry(registry, plan)
+    assert len(plan.table_reads(f"{registry.prefix.value}_workers")) == 1, plan.text
+
+
+def test_unserved_kinds_probes_the_visible_index_once_per_pending_kind(registry: Planner) -> None:
+    """Run once a minute by every worker: a skip scan of _jobs_visible, never the table."""
+    plan = registry.explain("unserved_kinds")
+
+    reads = plan.table_reads(registry.jobs)
+    assert len(reads) == 2, plan.text  # the first kind, then the next kind after each
+    assert all(n.get("Index Name") == registry.index("_jobs_visible") for n in reads), plan.text
+    assert plan.seq_scans(registry.jobs) == [], plan.text
+    assert len(plan.table_reads(f"{registry.prefix.value}_workers")) == 1, plan.text
+    row = registry.conn.execute(registry.queries.unserved_kinds.sql).fetchall()
+    assert [r["kind"] for r in row] == ["backups.verify"]

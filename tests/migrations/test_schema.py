@@ -1,4 +1,4 @@
-"""After V3 the schema equals the seed's DDL exactly; V1 and V2 are what they claim.
+"""After V3 the schema equals the seed's DDL exactly; V1, V2 and V4 are what they claim.
 
 The comparison reads the catalogs of two prefixes in one database: one built
 by the migration runner, one by running the seed document's DDL verbatim.
@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from venturi.naming import Prefix
+from venturi.naming import DERIVED_SUFFIXES, Prefix
 from venturi.postgres.migrator import Migrator, load_migrations
 
 SEED_DDL = (Path(__file__).parent / "seed_schema.sql").read_text()
@@ -70,7 +70,7 @@ def conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 def fresh_prefix(conn: psycopg.Connection[Any]) -> Iterator[str]:
     value = f"s_{secrets.token_hex(5)}"
     yield value
-    for table in ("journal", "jobs", "migrations"):
+    for table in ("workers", "journal", "jobs", "migrations"):
         conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 
@@ -86,7 +86,7 @@ def seed_snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
 def test_migrated_schema_equals_the_seed_ddl(
     conn: psycopg.Connection[Any], fresh_prefix: str
 ) -> None:
-    Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:3]).migrate(conn)
     migrated = snapshot(conn, fresh_prefix)
     expected = seed_snapshot(conn)
 
@@ -159,3 +159,80 @@ def test_v2_adds_only_the_pagination_index(
         after["{{prefix}}_jobs_created"] == "ON public.{{prefix}}_jobs USING btree (created_at, id)"
     )
     assert {k: v for k, v in after.items() if k in before} == before
+
+
+# -- V4: the worker registry (ADR 0119) -------------------------------------------------------
+
+
+def test_later_migrations_leave_the_seed_tables_exactly_as_the_seed_defines_them(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """SPEC 5.1: after V3 new storage is new tables or appended columns, never a change."""
+    Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
+    assert snapshot(conn, fresh_prefix) == seed_snapshot(conn)
+
+
+def _registry_objects(conn: psycopg.Connection[Any], prefix: str) -> dict[str, Any]:
+    table = f"{prefix}_workers"
+    columns = conn.execute(
+        """
+        SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+               pg_get_expr(d.adbin, d.adrelid)
+        FROM pg_attribute a
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped
+        ORDER BY a.attnum
+        """,
+        (table,),
+    ).fetchall()
+    constraints = conn.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = %s::regclass ORDER BY conname",
+        (table,),
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = %s ORDER BY indexname", (table,)
+    ).fetchall()
+    named = conn.execute(
+        "SELECT relname FROM pg_class WHERE relname LIKE %s AND relkind IN ('r', 'i', 'S')"
+        " ORDER BY relname",
+        (f"{prefix}%",),
+    ).fetchall()
+
+    def norm(value: object) -> str:
+        return str(value).replace(prefix, "{{prefix}}")
+
+    return {
+        "columns": [tuple(norm(v) for v in row) for row in columns],
+        "constraints": [tuple(norm(v) for v in row) for row in constraints],
+        "indexes": [norm(row[0]) for row in indexes],
+        "relations": [norm(row[0]) for row in named],
+    }
+
+
+def test_v4_adds_only_the_worker_registry_table_with_its_primary_key(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:3]).migrate(conn)
+    before = snapshot(conn, fresh_prefix)
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:4]).migrate(conn)
+    registry = _registry_objects(conn, fresh_prefix)
+
+    assert snapshot(conn, fresh_prefix) == before
+    assert registry["columns"] == [
+        ("id", "text", "True", "None"),
+        ("version", "text", "True", "None"),
+        ("kinds", "text[]", "True", "None"),
+        ("concurrency", "integer", "True", "None"),
+        ("running", "integer", "True", "0"),
+        ("started_at", "timestamp with time zone", "True", "None"),
+        ("heartbeat_at", "timestamp with time zone", "True", "None"),
+        ("expires_at", "timestamp with time zone", "True", "None"),
+    ]
+    assert registry["constraints"] == [("{{prefix}}_workers_pkey", "PRIMARY KEY (id)")]
+    assert registry["indexes"] == ["{{prefix}}_workers_pkey"]
+    # Every relation the migrations create is named from the prefix, as naming.py lists them.
+    assert {name.removeprefix("{{prefix}}") for name in registry["relations"]} <= set(
+        DERIVED_SUFFIXES
+    )
+    assert {"{{prefix}}_workers", "{{prefix}}_workers_pkey"} <= set(registry["relations"])

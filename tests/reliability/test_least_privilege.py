@@ -84,7 +84,7 @@ def roles(database_url: str, invariants: Any) -> Iterator[Roles]:
     try:
         migrator = venturi.App(made.owner_url, prefix=made.prefix, set_as_current=False)
         try:
-            assert [m.version for m in migrator.migrate()] == [1, 2, 3]
+            assert [m.version for m in migrator.migrate()] == [1, 2, 3, 4]
         finally:
             migrator.close()
         made.run_documented("owner", made.owner_url)
@@ -274,3 +274,35 @@ def test_the_owner_role_can_migrate_again_and_the_history_is_unchanged(roles: Ro
         assert owner.migrate() == []
     finally:
         owner.close()
+
+
+def test_the_runtime_roles_worker_registers_heartbeats_and_deregisters(roles: Roles) -> None:
+    """The worker registry (ADR 0119) is one of the tables the document grants."""
+    runtime = venturi.App(roles.runtime_url, prefix=roles.prefix, set_as_current=False)
+
+    @runtime.task(kind="lp.registered", lease=timedelta(seconds=1))
+    def registered() -> None:
+        """Never enqueued: the worker only has to serve the kind."""
+
+    orphan = str(ULID())
+    with psycopg.connect(roles.admin_url, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {roles.prefix}_jobs (id, kind, payload, status, created_at, visible_at)"
+            " VALUES (%s, 'lp.orphan', '{}', 'pending', now(), now())",
+            (orphan,),
+        )
+    worker = Worker(runtime, concurrency=1, kinds=["lp.registered"], poll_interval=0.5)
+    try:
+        worker.start()
+        try:
+            (entry,) = wait_until(runtime.workers)
+            assert entry.kinds == ("lp.registered",)
+            beat = entry.heartbeat_at
+            wait_until(lambda: runtime.workers()[0].heartbeat_at > beat)
+            assert runtime.unserved_kinds() == ["lp.orphan"]
+        finally:
+            worker.stop(grace=0)
+        assert runtime.workers() == []
+        runtime.cancel(orphan)
+    finally:
+        runtime.close()

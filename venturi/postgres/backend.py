@@ -62,6 +62,8 @@ from venturi.types import (
     Status,
     SummaryPage,
     Throughput,
+    WorkerInfo,
+    WorkerRegistration,
 )
 
 T = TypeVar("T")
@@ -642,6 +644,52 @@ class PostgresBackend:
             host = f"[{info.host}]" if ":" in info.host else info.host
             return f"{host}:{info.port}/{info.dbname}"
 
+    # -- the worker registry (ADR 0119) --------------------------------------------
+
+    def register_worker(self, worker: WorkerRegistration, *, expires_in: timedelta) -> None:
+        self._run(
+            lambda conn: self._queries.register_worker.exec(
+                conn, expires_in=expires_in, **_registration(worker)
+            )
+        )
+
+    def heartbeat_worker(
+        self, worker: WorkerRegistration, *, running: int, expires_in: timedelta, sweep_limit: int
+    ) -> list[str]:
+        rows = self._run(
+            lambda conn: self._queries.heartbeat_worker.many(
+                conn,
+                running=running,
+                expires_in=expires_in,
+                sweep_limit=sweep_limit,
+                **_registration(worker),
+            )
+        )
+        return [row["id"] for row in rows]
+
+    def deregister_worker(self, worker_id: str) -> bool:
+        row = self._run(lambda conn: self._queries.deregister_worker.one(conn, id=worker_id))
+        return row is not None
+
+    def list_workers(self) -> list[WorkerInfo]:
+        rows = self._run(self._queries.list_workers.many)
+        return [
+            WorkerInfo(
+                id=r["id"],
+                version=r["version"],
+                kinds=tuple(r["kinds"]),
+                concurrency=r["concurrency"],
+                running=r["running"],
+                started_at=r["started_at"],
+                heartbeat_at=r["heartbeat_at"],
+                expires_at=r["expires_at"],
+            )
+            for r in rows
+        ]
+
+    def unserved_kinds(self) -> list[str]:
+        return [row["kind"] for row in self._run(self._queries.unserved_kinds.many)]
+
 
 def _job_row(row: Mapping[str, Any]) -> JobRow:
     return JobRow(
@@ -743,3 +791,12 @@ def _is_outside_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnect
     implicit transaction), so the enqueue is a savepoint inside it."""
     idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     return idle and not conn.autocommit
+
+
+def _registration(worker: WorkerRegistration) -> dict[str, Any]:
+    return {
+        "id": worker.id,
+        "version": worker.version,
+        "kinds": list(worker.kinds),
+        "concurrency": worker.concurrency,
+    }

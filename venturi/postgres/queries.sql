@@ -468,3 +468,85 @@ SELECT count(*) AS changed FROM cancelled
 -- an unmigrated prefix raises UndefinedTable (SchemaMissing) and a role without
 -- its grants InsufficientPrivilege; WHERE false plans to a Result, no scan.
 SELECT 1 AS present FROM {{prefix}}_jobs, {{prefix}}_journal WHERE false
+
+-- name: register_worker :exec
+-- A fresh registry entry at start (ADR 0119). It replaces an entry of the same
+-- id: one left by an earlier process that had this host and pid (a restarted
+-- container) is not taken over with its old started_at.
+INSERT INTO {{prefix}}_workers AS w
+    (id, version, kinds, concurrency, running, started_at, heartbeat_at, expires_at)
+VALUES (%(id)s, %(version)s, %(kinds)s, %(concurrency)s, 0, now(), now(),
+        now() + %(expires_in)s)
+ON CONFLICT (id) DO UPDATE
+SET version = EXCLUDED.version, kinds = EXCLUDED.kinds, concurrency = EXCLUDED.concurrency,
+    running = 0, started_at = now(), heartbeat_at = now(), expires_at = EXCLUDED.expires_at
+
+-- name: heartbeat_worker :many
+-- One round trip per heartbeat (ADR 0119): refresh our entry (re-created if a
+-- sweep took it while we were cut off), then delete a bounded batch of other
+-- expired entries. The sweep reads `refreshed`, so our row is written (and
+-- locked) before any other is locked, and SKIP LOCKED never waits on a row
+-- another heartbeat holds: two heartbeats cannot deadlock. A row refreshed
+-- before the sweep locks it is re-checked and kept.
+WITH refreshed AS (
+    INSERT INTO {{prefix}}_workers AS w
+        (id, version, kinds, concurrency, running, started_at, heartbeat_at, expires_at)
+    VALUES (%(id)s, %(version)s, %(kinds)s, %(concurrency)s, %(running)s, now(), now(),
+            now() + %(expires_in)s)
+    ON CONFLICT (id) DO UPDATE
+    SET running = EXCLUDED.running, heartbeat_at = now(), expires_at = EXCLUDED.expires_at
+    RETURNING w.id
+), expired AS (
+    SELECT id
+    FROM {{prefix}}_workers
+    WHERE expires_at < now() AND id <> (SELECT id FROM refreshed)
+    ORDER BY expires_at
+    LIMIT %(sweep_limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {{prefix}}_workers AS w
+USING expired
+WHERE w.id = expired.id
+RETURNING w.id
+
+-- name: deregister_worker :one
+DELETE FROM {{prefix}}_workers WHERE id = %(id)s RETURNING id
+
+-- name: list_workers :many
+-- Expired entries are left out until a sweep deletes them (ADR 0119).
+SELECT *
+FROM {{prefix}}_workers
+WHERE expires_at > now()
+ORDER BY started_at DESC, id
+
+-- name: unserved_kinds :many
+-- Kinds with due pending jobs that no live worker serves (ADR 0119), run by
+-- every worker once a minute. The pending kinds come from a skip scan of
+-- _jobs_visible (kind, visible_at): each step is one index probe that returns
+-- the next kind and its soonest visible_at, so the cost is one probe per
+-- pending kind, however many jobs wait.
+WITH RECURSIVE pending_kinds AS (
+    (SELECT kind, visible_at
+     FROM {{prefix}}_jobs
+     WHERE status = 'pending'
+     ORDER BY kind, visible_at
+     LIMIT 1)
+    UNION ALL
+    SELECT next.kind, next.visible_at
+    FROM pending_kinds AS p
+    CROSS JOIN LATERAL (
+        SELECT kind, visible_at
+        FROM {{prefix}}_jobs
+        WHERE status = 'pending' AND kind > p.kind
+        ORDER BY kind, visible_at
+        LIMIT 1
+    ) AS next
+), served AS (
+    SELECT DISTINCT unnest(kinds) AS kind
+    FROM {{prefix}}_workers
+    WHERE expires_at > now()
+)
+SELECT p.kind
+FROM pending_kinds AS p
+WHERE p.visible_at <= now() AND NOT EXISTS (SELECT 1 FROM served AS s WHERE s.kind = p.kind)
+ORDER BY p.kind
