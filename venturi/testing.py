@@ -9,6 +9,13 @@ is due again at once runs again in the same drain, as it would on a worker.
 returns the ``Outcome`` a worker would record, to unit-test a handler's
 endings (return, pause, ``Retry``, ``Fail``, an exception) directly.
 
+Both run handlers inline, where nothing can interrupt them (ADR 0121): a run
+that returns after its task's ``time_limit`` gets the outcome a worker would
+have recorded at the limit (``retried``, or ``dead`` at the backstop, note
+``time limit exceeded``), whatever the handler returned. Nobody can cancel a
+job while it runs here, so ``ctx.is_cancelled()`` is False; a job cancelled
+before ``drain`` is ``dead`` and never runs.
+
 Example::
 
     from venturi.testing import drain

@@ -86,7 +86,7 @@ def seed_snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
 def test_migrated_schema_equals_the_seed_ddl(
     conn: psycopg.Connection[Any], fresh_prefix: str
 ) -> None:
-    Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:3]).migrate(conn)
     migrated = snapshot(conn, fresh_prefix)
     expected = seed_snapshot(conn)
 
@@ -159,3 +159,31 @@ def test_v2_adds_only_the_pagination_index(
         after["{{prefix}}_jobs_created"] == "ON public.{{prefix}}_jobs USING btree (created_at, id)"
     )
     assert {k: v for k, v in after.items() if k in before} == before
+
+
+def test_v5_only_appends_the_nullable_run_control_columns(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """Tracebacks and cancellation requests (ADR 0121): new columns after the seed's,
+    nullable, no default, nothing else changed (SPEC 5.1)."""
+    migrations = load_migrations()
+    [v5] = [m for m in migrations if m.version == 5]
+    assert v5.name == "run_control"
+    Migrator(Prefix.parse(fresh_prefix), migrations[:4]).migrate(conn)
+    before = snapshot(conn, fresh_prefix)
+    Migrator(Prefix.parse(fresh_prefix), migrations[:5]).migrate(conn)
+    after = snapshot(conn, fresh_prefix)
+
+    assert after["constraints"] == before["constraints"]
+    assert after["indexes"] == before["indexes"]
+    added = [c for c in after["columns"] if c not in before["columns"]]
+    last_attnum = {
+        table: max(int(c[1]) for c in before["columns"] if c[0] == table)
+        for table in ("{{prefix}}_jobs", "{{prefix}}_journal")
+    }
+    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+        ("{{prefix}}_jobs", "cancel_requested_at", "timestamp with time zone", "False", "None"),
+        ("{{prefix}}_journal", "traceback", "text", "False", "None"),
+    ]
+    assert all(int(c[1]) > last_attnum[c[0]] for c in added)
+    assert [c for c in after["columns"] if c in before["columns"]] == before["columns"]
