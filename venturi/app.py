@@ -215,11 +215,21 @@ class App:
         return self.backend.list_jobs(status=_status(status), kind=kind, limit=limit, after=after)
 
     def retry(self, job_id: str) -> JobRow:
-        """Make a ``dead`` job pending again, eligible now."""
+        """Make a ``dead`` job (cancelled ones too) pending again, eligible now, with a
+        fresh failure budget and no cancellation request."""
         return self.backend.retry_job(_job_id(job_id))
 
     def cancel(self, job_id: str) -> JobRow:
-        """Turn a ``pending`` job ``dead`` with the note ``cancelled``."""
+        """Cancel a job: a ``pending`` one turns ``dead`` at once (note ``cancelled``).
+
+        A ``claimed`` (running) one gets a cancellation request and is returned
+        still claimed, ``cancel_requested_at`` set: its worker learns of it at
+        its next lease renewal (within a third of the task's lease), the
+        handler sees ``ctx.is_cancelled()``, and the run ends ``dead``, note
+        ``cancelled``, by the handler or, one renewal interval later, by the
+        worker (ADR 0121). A run that completes before that stays completed.
+        Raises ``InvalidState`` for a terminal job, ``JobNotFound``.
+        """
         return self.backend.cancel_job(_job_id(job_id))
 
     def cleanup(

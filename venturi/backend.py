@@ -34,6 +34,7 @@ from venturi.types import (
     JobRow,
     NewJob,
     Page,
+    Renewal,
     Stats,
     Status,
     SummaryPage,
@@ -130,14 +131,19 @@ class Backend(Protocol):
         and its row and journal are untouched. COMPLETED and DEAD end the row
         (``finished_at`` set), PAUSED and RETRIED return it to ``pending`` at
         ``eta`` or ``now() + delay``; ``is_failure`` adds one failure; ``carry``
-        ``None`` keeps the row's carry. ``[]`` gives ``set()``.
+        ``None`` keeps the row's carry; ``traceback`` is stored on the journal
+        entry. A PAUSED or RETRIED outcome of a job whose cancellation was
+        requested ends it ``dead`` instead, note ``cancelled (the run ended
+        <kind>[: <note>])`` (ADR 0121). ``[]`` gives ``set()``.
         """
         ...
 
-    def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> set[str]:
-        """Extend leases to ``now() + lease``; returns the ids still held.
+    def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> Renewal:
+        """Extend leases to ``now() + lease``; returns the ids still held, and which
+        of those have a cancellation request (ADR 0121).
 
-        A lost claim is not revived (its row is untouched); ``[]`` gives ``set()``.
+        A lost claim is not revived (its row is untouched); ``[]`` gives an empty
+        ``Renewal`` without a round trip.
         """
         ...
 
@@ -145,8 +151,9 @@ class Backend(Protocol):
         """Return unfinished claims to ``pending``, journal ``released``, no failure (ADR 21).
 
         ``visible_at`` is kept, so a released job keeps its place. Claims already
-        finished or lost are skipped, so releasing twice is harmless. Returns how
-        many were released.
+        finished or lost are skipped, so releasing twice is harmless. A job whose
+        cancellation was requested goes ``dead`` instead (note ``cancelled
+        (worker shutdown)``, ADR 0121). Returns how many were released or ended.
         """
         ...
 
@@ -158,7 +165,9 @@ class Backend(Protocol):
         Oldest expiry first. Each recovery is a failure: the row goes back to
         ``pending`` (journal ``stale-recovered``), or ``dead`` (journal ``dead``)
         when its failures reach its kind's ``max_failures`` (else
-        ``default_max_failures``). Concurrent sweeps never recover one row twice.
+        ``default_max_failures``) or its cancellation was requested (note
+        ``cancelled (lease of ... expired)``, ADR 0121). Concurrent sweeps never
+        recover one row twice.
         """
         ...
 
@@ -216,16 +225,19 @@ class Backend(Protocol):
         ...
 
     def retry_job(self, job_id: str) -> JobRow:
-        """``dead`` -> ``pending``, visible now, failures reset, journal ``retried``.
+        """``dead`` -> ``pending``, visible now, failures reset, cancellation request
+        cleared, journal ``retried``.
 
         Raises ``JobNotFound``, or ``InvalidState`` for any other status (nothing written).
         """
         ...
 
     def cancel_job(self, job_id: str, note: str = "cancelled") -> JobRow:
-        """``pending`` (scheduled too) -> ``dead`` with ``finished_at``, journal ``dead``/``note``.
+        """``pending`` (scheduled too) -> ``dead`` with ``finished_at``, journal ``dead``/``note``;
+        ``claimed`` -> a cancellation request (``cancel_requested_at``, the first
+        request's time kept; row still claimed, no journal entry; ADR 0121).
 
-        Raises ``JobNotFound``, or ``InvalidState`` for any other status (nothing written).
+        Raises ``JobNotFound``, or ``InvalidState`` for a terminal job (nothing written).
         """
         ...
 

@@ -674,7 +674,23 @@ def _detail_lines(detail: JobDetail) -> list[str]:
         )
         for entry in detail.journal
     ]
-    return [*lines, "", "timeline:", *format_table(header, rows, right={0, 1})]
+    return [
+        *lines,
+        "",
+        "timeline:",
+        *format_table(header, rows, right={0, 1}),
+        *_traceback_lines(detail),
+    ]
+
+
+def _traceback_lines(detail: JobDetail) -> list[str]:
+    """Each failed run's stored traceback, indented, after the timeline (ADR 0121)."""
+    lines: list[str] = []
+    for entry in detail.journal:
+        if entry.traceback is not None:
+            lines += ["", f"traceback of entry {entry.id} (run {entry.run_no}, {entry.outcome}):"]
+            lines += [f"  {line}" for line in entry.traceback.rstrip("\n").splitlines()]
+    return lines
 
 
 def _stats_lines(stats: Stats) -> list[str]:
@@ -733,6 +749,7 @@ def _entry_json(entry: JournalEntry) -> dict[str, Any]:
         "outcome": entry.outcome.value,
         "note": entry.note,
         "attachment": entry.attachment,
+        "traceback": entry.traceback,
     }
 
 

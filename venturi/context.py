@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -21,6 +22,14 @@ class Pause(Exception):
         self.until = until
 
 
+class Cancelled(Exception):
+    """Raised by ``Context.raise_if_cancelled``; the executor records the run ``dead``,
+    note ``cancelled`` (ADR 0121). An ``Exception`` for the same reason as ``Pause``."""
+
+    def __init__(self) -> None:
+        super().__init__("cancelled")
+
+
 class Context:
     """What a handler knows about its run, and how it speaks back.
 
@@ -32,6 +41,7 @@ class Context:
 
     __slots__ = (
         "_attachment",
+        "_cancelled",
         "_has_attachment",
         "carry",
         "failure_count",
@@ -48,6 +58,7 @@ class Context:
         run_count: int,
         failure_count: int,
         carry: Any = None,
+        cancelled: threading.Event | None = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -56,6 +67,22 @@ class Context:
         self.carry = carry
         self._attachment: Any = None
         self._has_attachment = False
+        self._cancelled = cancelled
+
+    def is_cancelled(self) -> bool:
+        """True once an operator asked to cancel this running job (``app.cancel``).
+
+        The worker learns of the request at its next lease renewal (every third
+        of the task's lease), so it becomes True within that time; a handler
+        that does not stop within one more renewal interval is ended by the
+        worker (ADR 0121). Always False outside a worker.
+        """
+        return self._cancelled is not None and self._cancelled.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        """End the run as ``dead``, note ``cancelled``, if cancellation was requested."""
+        if self.is_cancelled():
+            raise Cancelled
 
     def pause(
         self, delay: timedelta | float | None = None, *, until: datetime | None = None

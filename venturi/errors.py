@@ -189,11 +189,15 @@ class DatabaseRefused(BackendUnavailable):
 
 
 class SchemaMissing(VenturiError):
-    def __init__(self, prefix: str) -> None:
-        super().__init__(
-            f"the tables of prefix {prefix!r} do not exist: run `venturi migrate` "
-            "(or app.migrate()) first"
+    """The prefix is not migrated, or not up to this version's latest migration."""
+
+    def __init__(self, prefix: str, *, missing: str | None = None) -> None:
+        what = (
+            f"the schema of prefix {prefix!r} lacks {missing} (an older version migrated it)"
+            if missing is not None
+            else f"the tables of prefix {prefix!r} do not exist"
         )
+        super().__init__(f"{what}: run `venturi migrate` (or app.migrate()) first")
         self.prefix = prefix
 
 

@@ -69,6 +69,10 @@ class TaskOptions:
         schedule: a cron expression; beat enqueues one job per tick (the
             handler must then need no arguments besides ``ctx``).
         timezone: the IANA zone ``schedule`` is read in; default ``"UTC"``.
+        time_limit: the longest a run may take (a positive timedelta or
+            seconds); past it the worker records the run ``retried`` (``dead``
+            at the backstop) with note ``time limit exceeded`` and discards
+            the handler's late outcome (ADR 0121). ``None`` (default): no limit.
     """
 
     kind: str | None = None
@@ -82,6 +86,7 @@ class TaskOptions:
     carry: type | None = None
     schedule: str | None = None
     timezone: str = "UTC"
+    time_limit: timedelta | None = None
 
     @classmethod
     def parse(cls, **options: Any) -> TaskOptions:
@@ -116,6 +121,8 @@ class TaskOptions:
             if not isinstance(options["timezone"], str):
                 raise ConfigurationError(f"timezone must be a string, got {options['timezone']!r}")
             values["timezone"] = options["timezone"]
+        if options.get("time_limit") is not None:
+            values["time_limit"] = _time_limit_option(options["time_limit"])
         if options.get("schedule") is not None:
             values["schedule"] = _schedule_option(
                 options["schedule"], values.get("timezone", "UTC")
@@ -228,6 +235,15 @@ def _lease_option(value: object) -> timedelta:
     if lease is None or lease <= _ZERO:
         raise ConfigurationError(f"lease must be a positive timedelta (or seconds), got {value!r}")
     return lease
+
+
+def _time_limit_option(value: object) -> timedelta:
+    limit = to_timedelta(value)
+    if limit is None or limit <= _ZERO:
+        raise ConfigurationError(
+            f"time_limit must be a positive timedelta (or seconds), got {value!r}"
+        )
+    return limit
 
 
 def _backoff_option(value: object) -> Callable[[int], timedelta]:

@@ -410,6 +410,7 @@ def task(
     carry: type | None = None,
     schedule: str | None = None,
     timezone: str = "UTC",
+    time_limit: timedelta | float | None = None,
 ) -> TaskDecorator: ...
 def task(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a handler in the default registry (``@task`` or ``@task(...)``).

@@ -15,6 +15,13 @@ at once, in the caller's thread, with no database: same validation, same
 outcome rules, retries and pauses run at once up to their bounds, and
 ``session.runs`` says what happened (ADR 0120).
 
+Both run handlers inline, where nothing can interrupt them (ADR 0121): a run
+that returns after its task's ``time_limit`` gets the outcome a worker would
+have recorded at the limit (``retried``, or ``dead`` at the backstop, note
+``time limit exceeded``), whatever the handler returned. Nobody can cancel a
+job while it runs here, so ``ctx.is_cancelled()`` is False; a job cancelled
+before ``drain`` is ``dead`` and never runs.
+
 Example::
 
     from venturi.testing import drain

@@ -147,7 +147,9 @@ class Outcome:
     to ``failure_count`` (retried, and dead from an error or the backstop).
     PAUSED and RETRIED return the row to ``pending`` at ``eta`` if given, else
     at database ``now() + delay``. ``carry`` and ``attachment`` are encoded JSON;
-    ``carry=None`` leaves the row's carry as it is.
+    ``carry=None`` leaves the row's carry as it is. ``traceback`` is the text
+    of the exception that ended the run, already bounded (ADR 0121): text, so
+    no frame of the run stays alive while the outcome waits to be recorded.
     """
 
     kind: OutcomeKind
@@ -157,6 +159,16 @@ class Outcome:
     eta: datetime | None = None
     carry: str | None = None
     attachment: str | None = None
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What ``Backend.renew_leases`` found: the claims still held, and which of
+    them an operator asked to cancel (a subset of ``held``; ADR 0121)."""
+
+    held: frozenset[str] = frozenset()
+    cancel_requested: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +197,8 @@ class JobRow:
     failure_count: int
     carry: Any
     dedup_key: str | None
+    #: When an operator asked the running job to stop (ADR 0121); None: never.
+    cancel_requested_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +211,8 @@ class JournalEntry:
     outcome: OutcomeKind
     note: str | None
     attachment: Any
+    #: The failed run's traceback, innermost frames kept when bounded (ADR 0121).
+    traceback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,17 @@ The parts of one running ``Worker`` (threads named ``venturi-worker-...``):
 - **listener** - turns NOTIFY into wake-ups (ADR 0102);
 - **pruner** - with ``retention``, deletes old terminal jobs;
 - **registry** - keeps the worker's registry entry alive (ADR 0119).
+- **limits** - ends runs past their task's ``time_limit``, and cancelled runs
+  still going one renewal interval after the worker learnt of the request
+  (ADR 0121).
+
+Python cannot kill a thread, so a run the worker ends itself keeps running in
+its handler thread until the handler returns, and its late outcome is
+discarded. That thread no longer counts against ``concurrency``: a
+replacement handler thread is started, for up to ``concurrency`` such
+abandoned threads at once. Beyond that no replacement is started and the
+slot stays taken until the abandoned handler returns, so a worker whose
+handlers all hang stops claiming instead of piling up threads.
 
 The claim, the run and the record go through one ``Runner``, the same path
 ``run_once`` and ``venturi.testing.drain`` use.
@@ -33,7 +44,13 @@ from typing import TYPE_CHECKING, Any
 from venturi.backend import Backend
 from venturi.errors import BackendUnavailable, ConfigurationError
 from venturi.runtime.committer import Committer
-from venturi.runtime.executor import Execution
+from venturi.runtime.executor import (
+    CANCELLED_NOTE,
+    TIME_LIMIT_NOTE,
+    Execution,
+    cancelled_by_worker,
+    time_limit_exceeded,
+)
 from venturi.runtime.floors import ClaimFloors
 from venturi.runtime.leases import MAX_RECOVERY_INTERVAL, LeaseKeeper
 from venturi.runtime.prefetch import DEFAULT_PREFETCH, Prefetch
@@ -66,15 +83,37 @@ _GRACE_SLICE = 0.2
 #: The largest ``prefetch``: jobs are held only as long as 0.1 s of work, and no
 #: worker process runs 10,000 jobs a second, so more would only hold rows longer.
 MAX_PREFETCH = 1000
+#: The longest the limits thread sleeps when no run has a deadline.
+_LIMITS_IDLE_WAIT = 1.0
 
 
 @dataclass(slots=True)
 class _InFlight:
-    """A claimed job between its claim and the moment its handler returns."""
+    """A claimed job between its claim and the moment its handler returns.
+
+    ``is_abandoned``: its outcome is no longer the handler's to give (released
+    at shutdown, or ended by the worker for ``ended_by``).
+    """
 
     job: ClaimedJob
     is_running: bool = False
     is_abandoned: bool = False
+    #: What ``ctx.is_cancelled()`` reads; set when renewal reports a cancel request.
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    started: float = 0.0
+    #: When the worker ends the run itself (``time.monotonic()``), and why.
+    time_limit_at: float | None = None
+    cancel_at: float | None = None
+    ended_by: str | None = None
+    #: Whether a replacement thread took over this run's slot when it was ended.
+    is_replaced: bool = False
+
+    def deadline(self) -> tuple[float, str] | None:
+        """The earliest ending the worker will impose, and its note; a cancel wins ties."""
+        cancel, limit = self.cancel_at, self.time_limit_at
+        if cancel is not None and (limit is None or cancel <= limit):
+            return cancel, CANCELLED_NOTE
+        return (limit, TIME_LIMIT_NOTE) if limit is not None else None
 
 
 class Worker:
@@ -199,7 +238,9 @@ class Worker:
         name = f"venturi-worker-{id(self):x}"
         waiter = Waiter(runner.backend, poll_interval=self.poll_interval, name=name)
         keeper = runner.lease_keeper(
-            recovery_interval=self.recovery_interval, on_recovered=waiter.wake
+            recovery_interval=self.recovery_interval,
+            on_recovered=waiter.wake,
+            on_cancel_requested=lambda job_ids: self._cancel_requested(runtime, job_ids),
         )
         runtime = _Runtime(
             runner=runner,
@@ -217,7 +258,10 @@ class Worker:
             count=self.concurrency,
             name=f"{name}-handler",
         )
-        runtime.others = [ServiceThread(f"{name}-leases", keeper.step)]
+        runtime.others = [
+            ServiceThread(f"{name}-leases", keeper.step),
+            ServiceThread(f"{name}-limits", lambda: self._limits_step(runtime)),
+        ]
         if self.retention is not None:
             pruner = Pruner(runner.backend, retention=self.retention)
             runtime.others.append(ServiceThread(f"{name}-pruner", pruner.step))
@@ -291,6 +335,7 @@ class Worker:
         runtime.committer.join(deadline)
         for part in runtime.others:
             part.request_stop()
+        runtime.limits_changed.set()  # ends the limits thread's wait
         for part in runtime.others:
             part.join(deadline)
         # Idle handlers end at once on their sentinel; one still running a released job
@@ -353,8 +398,11 @@ class Worker:
         return 0.0
 
     def _room(self, runtime: _Runtime) -> int:
-        """Jobs worth claiming now (called under ``self._lock``)."""
-        return runtime.runner.plan.room(held=len(runtime.in_flight), prefetch=runtime.prefetch)
+        """Jobs worth claiming now (called under ``self._lock``); a slot whose
+        abandoned handler got no replacement is still taken."""
+        return runtime.runner.plan.room(
+            held=len(runtime.in_flight) + runtime.unreplaced, prefetch=runtime.prefetch
+        )
 
     def _dispatch(self, runtime: _Runtime, jobs: list[ClaimedJob]) -> None:
         runtime.keeper.hold(jobs)
@@ -381,15 +429,29 @@ class Worker:
                 return
             taken = time.monotonic()
             job_id = job.claim.job_id
+            limit = runtime.runner.task(job.kind).options.time_limit
+            should_wake_limits = False
             with self._lock:
                 entry = runtime.in_flight.get(job_id)
-                if entry is None or runtime.is_draining:
-                    continue  # claimed as the worker began stopping: it is released
+                if entry is None or entry.job is not job or runtime.is_draining:
+                    # Claimed as the worker began stopping (it is released), or
+                    # cancelled before it started (the worker recorded it).
+                    continue
                 entry.is_running = True
-            execution = self._execute(runtime, job)
+                entry.started = taken
+                if limit is not None:
+                    entry.time_limit_at = taken + limit.total_seconds()
+                    # Wake the limits thread only for a deadline before its next look.
+                    should_wake_limits = entry.time_limit_at < runtime.limits_wake_at
+            if entry.time_limit_at is not None:
+                runtime.keeper.set_deadline(job_id, entry.time_limit_at)
+                if should_wake_limits:
+                    runtime.limits_changed.set()
+            execution = self._execute(runtime, job, entry.cancelled)
             with self._lock:
-                runtime.in_flight.pop(job_id, None)
-                runtime.running_by_kind[job.kind] -= 1
+                if runtime.in_flight.get(job_id) is entry:
+                    del runtime.in_flight[job_id]
+                    runtime.running_by_kind[job.kind] -= 1
                 # Busy time, not handler time: the GIL and bookkeeping are part of the pace.
                 runtime.prefetch.observe(time.monotonic() - taken)
                 self._changed.notify_all()
@@ -398,23 +460,53 @@ class Worker:
                     # Queued under the lock: stop() releases under it before it ends the
                     # committer, so no outcome is produced after the committer's last batch.
                     runtime.committer.put(execution)
+                # A thread whose slot was given to a replacement ends here; one whose
+                # slot was kept takes it back.
+                is_replaced = entry.ended_by is not None and entry.is_replaced
+                if entry.ended_by is not None:
+                    if is_replaced:
+                        runtime.replaced -= 1
+                    else:
+                        runtime.unreplaced -= 1
                 # Wake the claim loop only when a claim is due, not after every job.
                 should_claim = runtime.runner.plan.is_capped(job.kind) or self._room(runtime) > 0
             if execution is not None and is_abandoned:
-                logger.warning(
-                    "job %s (kind %s) finished (%s) after it was released at shutdown; "
-                    "that outcome is discarded and the job will run again",
-                    job_id,
-                    job.kind,
-                    execution.outcome.kind.value,
-                    extra={"job_id": job_id, "kind": job.kind},
-                )
+                self._log_discarded(entry, execution)
             elif should_claim:
                 runtime.waiter.wake()
+            if is_replaced:
+                return
 
-    def _execute(self, runtime: _Runtime, job: ClaimedJob) -> Execution | None:
+    @staticmethod
+    def _log_discarded(entry: _InFlight, execution: Execution) -> None:
+        job = entry.job
+        extra = {"job_id": job.claim.job_id, "kind": job.kind}
+        if entry.ended_by is None:
+            logger.warning(
+                "job %s (kind %s) finished (%s) after it was released at shutdown; "
+                "that outcome is discarded and the job will run again",
+                job.claim.job_id,
+                job.kind,
+                execution.outcome.kind.value,
+                extra=extra,
+            )
+            return
+        logger.warning(
+            "job %s (kind %s) run %d returned after the worker ended it (%s); "
+            "its %s outcome was discarded",
+            job.claim.job_id,
+            job.kind,
+            job.claim.run_count,
+            entry.ended_by,
+            execution.outcome.kind.value,
+            extra=extra,
+        )
+
+    def _execute(
+        self, runtime: _Runtime, job: ClaimedJob, cancelled: threading.Event
+    ) -> Execution | None:
         try:
-            return runtime.runner.execute(job)
+            return runtime.runner.execute(job, cancelled=cancelled)
         except BaseException:
             # Only a bug in venturi gets here; the lease then lapses and recovery retries.
             logger.exception(
@@ -425,6 +517,98 @@ class Worker:
             )
             runtime.keeper.drop([job.claim.job_id])
             return None
+
+    # -- time limits and cancellation (ADR 0121) ------------------------------------------
+
+    def _cancel_requested(self, runtime: _Runtime, job_ids: set[str]) -> None:
+        """Renewal found cancellation requests: tell the handlers, and give them one
+        renewal interval to stop; a job not started yet is ended at once."""
+        now = time.monotonic()
+        grace = runtime.keeper.renew_interval
+        deadlines: list[tuple[str, float]] = []
+        with self._lock:
+            for job_id in job_ids:
+                entry = runtime.in_flight.get(job_id)
+                if entry is None or entry.is_abandoned or entry.cancelled.is_set():
+                    continue
+                entry.cancelled.set()
+                logger.info(
+                    "job %s (kind %s) run %d: cancellation requested",
+                    job_id,
+                    entry.job.kind,
+                    entry.job.claim.run_count,
+                    extra={"job_id": job_id, "kind": entry.job.kind},
+                )
+                if entry.is_running:
+                    entry.cancel_at = now + grace
+                    deadlines.append((job_id, entry.cancel_at))
+                elif not runtime.is_draining:  # when draining, release ends it dead
+                    del runtime.in_flight[job_id]
+                    runtime.running_by_kind[entry.job.kind] -= 1
+                    runtime.committer.put(cancelled_by_worker(entry.job, now))
+            self._changed.notify_all()
+        for job_id, deadline in deadlines:
+            runtime.keeper.set_deadline(job_id, deadline)
+        if deadlines:
+            runtime.limits_changed.set()
+
+    def _limits_step(self, runtime: _Runtime) -> float:
+        """End the runs past their deadline, then sleep until the next deadline."""
+        runtime.limits_changed.clear()
+        now = time.monotonic()
+        soonest: float | None = None
+        ended = 0
+        with self._lock:
+            for entry in list(runtime.in_flight.values()):
+                deadline = entry.deadline() if entry.is_running else None
+                if deadline is None or entry.is_abandoned:
+                    continue
+                at, note = deadline
+                if now < at:
+                    soonest = at if soonest is None else min(soonest, at)
+                    continue
+                self._end_run(runtime, entry, note)
+                ended += 1
+            if ended:
+                self._changed.notify_all()
+            wait = _LIMITS_IDLE_WAIT if soonest is None else soonest - time.monotonic()
+            wait = min(max(wait, 0.0), _LIMITS_IDLE_WAIT)
+            runtime.limits_wake_at = time.monotonic() + wait
+        if ended:
+            runtime.waiter.wake()
+        runtime.limits_changed.wait(wait)
+        return 0.0
+
+    def _end_run(self, runtime: _Runtime, entry: _InFlight, note: str) -> None:
+        """Record ``entry``'s run as ended by the worker, and replace its thread when
+        allowed (under ``self._lock``, so stop() never misses a replacement)."""
+        job = entry.job
+        del runtime.in_flight[job.claim.job_id]
+        runtime.running_by_kind[job.kind] -= 1
+        entry.is_abandoned = True
+        entry.ended_by = note
+        entry.is_replaced = not runtime.is_draining and runtime.replaced < self.concurrency
+        if entry.is_replaced:
+            runtime.replaced += 1
+            runtime.handlers.add()
+        else:
+            runtime.unreplaced += 1
+        if note == CANCELLED_NOTE:
+            execution = cancelled_by_worker(job, entry.started)
+        else:
+            execution = time_limit_exceeded(runtime.runner.task(job.kind), job, entry.started)
+        runtime.committer.put(execution)
+        logger.warning(
+            "job %s (kind %s) run %d ended by the worker (%s); its handler thread is "
+            "abandoned until it returns (%d abandoned, %d of them without a replacement)",
+            job.claim.job_id,
+            job.kind,
+            job.claim.run_count,
+            note,
+            runtime.replaced + runtime.unreplaced,
+            runtime.unreplaced,
+            extra={"job_id": job.claim.job_id, "kind": job.kind},
+        )
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -494,6 +678,13 @@ class _Runtime:
     in_flight: dict[str, _InFlight] = field(default_factory=dict)
     running_by_kind: Counter[str] = field(default_factory=Counter)
     is_draining: bool = False
+    #: Abandoned handler threads still running (ADR 0121): with a replacement
+    #: thread started (at most ``concurrency``), and without one (slot kept).
+    replaced: int = 0
+    unreplaced: int = 0
+    #: Wakes the limits thread: a new deadline sooner than ``limits_wake_at``, or stop().
+    limits_changed: threading.Event = field(default_factory=threading.Event)
+    limits_wake_at: float = 0.0
 
 
 class _Handlers:
@@ -508,6 +699,8 @@ class _Handlers:
         name: str,
     ) -> None:
         self._jobs = jobs
+        self._target = target
+        self._name = name
         self._threads = [
             threading.Thread(target=target, name=f"{name}-{n}", daemon=True) for n in range(count)
         ]
@@ -515,6 +708,14 @@ class _Handlers:
     def start(self) -> None:
         for thread in self._threads:
             thread.start()
+
+    def add(self) -> None:
+        """Start one more thread, in place of one abandoned to a hung handler."""
+        thread = threading.Thread(
+            target=self._target, name=f"{self._name}-{len(self._threads)}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
 
     def request_stop(self) -> None:
         for _ in self._threads:

@@ -10,7 +10,7 @@ import pytest
 from backends import KIND, LEASE, WORKER, ClaimAll, new_job
 
 from venturi.backend import Backend
-from venturi.types import Claim, Finished, Outcome, OutcomeKind
+from venturi.types import Claim, Finished, Outcome, OutcomeKind, Renewal
 
 
 def claimed_one(backend: Backend, claim_all: ClaimAll, **job: Any) -> Claim:
@@ -167,7 +167,10 @@ def test_renew_extends_the_leases_still_held_and_returns_their_ids(
     held, finished = (job.claim for job in claim_all(lease=timedelta(seconds=30)))
     backend.finish([Finished(finished, Outcome(OutcomeKind.COMPLETED))])
 
-    assert backend.renew_leases([held, finished], timedelta(minutes=10)) == {held.job_id}
+    renewal = backend.renew_leases([held, finished], timedelta(minutes=10))
+
+    assert renewal.held == {held.job_id}
+    assert renewal.cancel_requested == set()
 
     lease = db.scalar(
         "SELECT claim_expires_at - now() FROM {{prefix}}_jobs WHERE id = %s", (held.job_id,)
@@ -186,13 +189,13 @@ def test_renew_never_revives_a_claim_taken_over_by_another_worker(
     [newer] = claim_all(worker_id="other-host:2")
     before = db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (lost.job_id,))
 
-    assert backend.renew_leases([lost], timedelta(hours=1)) == set()
+    assert backend.renew_leases([lost], timedelta(hours=1)).held == set()
     assert db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (lost.job_id,)) == before
-    assert backend.renew_leases([newer.claim], LEASE) == {lost.job_id}
+    assert backend.renew_leases([newer.claim], LEASE).held == {lost.job_id}
 
 
 def test_renew_of_nothing_is_nothing(backend: Backend) -> None:
-    assert backend.renew_leases([], LEASE) == set()
+    assert backend.renew_leases([], LEASE) == Renewal()
 
 
 # -- release --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from ulid import ULID
 
 from venturi.backend import Backend
 from venturi.errors import InvalidState, JobNotFound, SchemaMissing
+from venturi.postgres.migrator import load_migrations
 from venturi.types import AppliedMigration, Finished, Outcome, OutcomeKind, Status
 
 
@@ -80,7 +81,8 @@ def test_an_unknown_id_raises_job_not_found(backend: Backend, operation: str) ->
 
 @pytest.mark.parametrize(
     ("operation", "statuses"),
-    [("retry_job", ["pending", "claimed", "completed"]), ("cancel_job", ["claimed", "dead"])],
+    # A claimed job can be cancelled (a request, ADR 0121): test_backend_run_control.py.
+    [("retry_job", ["pending", "claimed", "completed"]), ("cancel_job", ["completed", "dead"])],
 )
 def test_an_operation_on_a_job_in_another_status_raises_invalid_state_and_writes_nothing(
     backend: Backend, db: Any, claim_all: ClaimAll, operation: str, statuses: list[str]
@@ -180,11 +182,15 @@ def test_migrate_applies_every_version_once_then_nothing(
         applied = backend.migrate()
 
         assert [(m.version, m.name) for m in applied] == [
+            (m.version, m.name) for m in load_migrations()
+        ]
+        assert [(m.version, m.name) for m in applied][:4] == [
             (1, "initial_schema"),
             (2, "history_pagination_index"),
             (3, "index_tuning"),
             (4, "workers"),
         ]
+        assert (5, "run_control") in [(m.version, m.name) for m in applied]
         assert all(isinstance(m, AppliedMigration) for m in applied)
         assert backend.migrate() == []
         assert backend.stats().kinds == ()

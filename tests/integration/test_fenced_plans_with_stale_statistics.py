@@ -80,6 +80,7 @@ def test_fenced_changes_probe_the_primary_key_not_the_claimed_entries(
             etas=[None] * CLAIMS,
             carries=[None] * CLAIMS,
             attachments=[None] * CLAIMS,
+            tracebacks=[None] * CLAIMS,
         )
     query = getattr(Queries(Prefix.parse(prefix)), name)
     assert query.replan, f"{name} must be :replan: its generic plan scans the table"

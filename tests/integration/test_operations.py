@@ -282,8 +282,11 @@ def test_only_dead_jobs_can_be_retried(app: venturi.App, db: Any, status: str) -
     assert db.journal(job_id) == []
 
 
-@pytest.mark.parametrize("status", ["claimed", "completed", "dead"])
-def test_only_pending_jobs_can_be_cancelled(app: venturi.App, db: Any, status: str) -> None:
+# A claimed job's cancellation is a request (ADR 0121): test_worker_run_control.py.
+@pytest.mark.parametrize("status", ["completed", "dead"])
+def test_only_pending_or_claimed_jobs_can_be_cancelled(
+    app: venturi.App, db: Any, status: str
+) -> None:
     job_id = insert_job(db, status=status)
     before = row(db, job_id)
 

@@ -306,6 +306,7 @@ def _samples(planner: Planner) -> dict[str, Any]:
         "pending_id": planner.one(
             "SELECT id FROM {{prefix}}_jobs WHERE status = 'pending' ORDER BY id LIMIT 1 OFFSET 500"
         )["id"],
+        "claimed_id": claims[0]["id"],
         "claims": {
             "ids": [c["id"] for c in claims],
             "claimed_by": [c["claimed_by"] for c in claims],
@@ -565,6 +566,7 @@ def test_batched_finish_finds_its_rows_by_primary_key(planner: Planner) -> None:
         etas=[None] * count,
         carries=[None] * count,
         attachments=[None] * count,
+        tracebacks=[None, "Traceback (most recent call last):\n  ...\nTimeoutError"] * (count // 2),
     )
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
     assert plan.seq_scans(planner.jobs) == [], plan.text
@@ -633,9 +635,12 @@ def test_listing_by_status_and_kind_reads_an_index_never_the_table(planner: Plan
     assert plan.seq_scans(planner.jobs) == [], plan.text
 
 
-@pytest.mark.parametrize("name", ["get_job", "lock_job", "retry_job", "cancel_job"])
+@pytest.mark.parametrize(
+    "name", ["get_job", "lock_job", "retry_job", "cancel_job", "request_cancel"]
+)
 def test_single_job_operations_find_the_job_by_primary_key(planner: Planner, name: str) -> None:
-    job_id = planner.samples["pending_id" if name == "cancel_job" else "dead_id"]
+    samples = {"cancel_job": "pending_id", "request_cancel": "claimed_id"}
+    job_id = planner.samples[samples.get(name, "dead_id")]
     params: dict[str, Any] = {"id": job_id}
     if name == "cancel_job":
         params["note"] = "cancelled"

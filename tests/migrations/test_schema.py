@@ -15,7 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from venturi.errors import SchemaMissing
 from venturi.naming import DERIVED_SUFFIXES, Prefix
+from venturi.postgres import PostgresBackend
 from venturi.postgres.migrator import Migrator, load_migrations
 
 SEED_DDL = (Path(__file__).parent / "seed_schema.sql").read_text()
@@ -169,7 +171,15 @@ def test_later_migrations_leave_the_seed_tables_exactly_as_the_seed_defines_them
 ) -> None:
     """SPEC 5.1: after V3 new storage is new tables or appended columns, never a change."""
     Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
-    assert snapshot(conn, fresh_prefix) == seed_snapshot(conn)
+    migrated, seed = snapshot(conn, fresh_prefix), seed_snapshot(conn)
+    assert migrated["constraints"] == seed["constraints"]
+    assert migrated["indexes"] == seed["indexes"]
+    for table in ("{{prefix}}_jobs", "{{prefix}}_journal"):
+        seed_columns = [c for c in seed["columns"] if c[0] == table]
+        columns = [c for c in migrated["columns"] if c[0] == table]
+        # The seed's columns first, unchanged; every later one nullable or defaulted.
+        assert columns[: len(seed_columns)] == seed_columns
+        assert all(c[4] == "False" or c[5] != "None" for c in columns[len(seed_columns) :])
 
 
 def _registry_objects(conn: psycopg.Connection[Any], prefix: str) -> dict[str, Any]:
@@ -236,3 +246,54 @@ def test_v4_adds_only_the_worker_registry_table_with_its_primary_key(
         DERIVED_SUFFIXES
     )
     assert {"{{prefix}}_workers", "{{prefix}}_workers_pkey"} <= set(registry["relations"])
+
+
+def test_v5_only_appends_the_nullable_run_control_columns(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """Tracebacks and cancellation requests (ADR 0121): new columns after the seed's,
+    nullable, no default, nothing else changed (SPEC 5.1)."""
+    migrations = load_migrations()
+    [v5] = [m for m in migrations if m.version == 5]
+    assert v5.name == "run_control"
+    Migrator(Prefix.parse(fresh_prefix), migrations[:4]).migrate(conn)
+    before = snapshot(conn, fresh_prefix)
+    Migrator(Prefix.parse(fresh_prefix), migrations[:5]).migrate(conn)
+    after = snapshot(conn, fresh_prefix)
+
+    assert after["constraints"] == before["constraints"]
+    assert after["indexes"] == before["indexes"]
+    added = [c for c in after["columns"] if c not in before["columns"]]
+    last_attnum = {
+        table: max(int(c[1]) for c in before["columns"] if c[0] == table)
+        for table in ("{{prefix}}_jobs", "{{prefix}}_journal")
+    }
+    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+        ("{{prefix}}_jobs", "cancel_requested_at", "timestamp with time zone", "False", "None"),
+        ("{{prefix}}_journal", "traceback", "text", "False", "None"),
+    ]
+    assert all(int(c[1]) > last_attnum[c[0]] for c in added)
+    assert [c for c in after["columns"] if c in before["columns"]] == before["columns"]
+
+
+def test_the_start_check_refuses_a_prefix_migrated_by_an_older_version(
+    conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
+) -> None:
+    """A worker of this version on a prefix one migration behind (V1-V4 applied): one
+    clear ``SchemaMissing`` naming what is missing, not a failing claim later."""
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:4]).migrate(conn)
+    backend = PostgresBackend(database_url, prefix=fresh_prefix)
+    try:
+        with pytest.raises(SchemaMissing) as raised:
+            backend.check_schema()
+    finally:
+        backend.close()
+    message = str(raised.value)
+    assert "cancel_requested_at" in message, message
+    assert "run `venturi migrate`" in message, message
+    Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
+    backend = PostgresBackend(database_url, prefix=fresh_prefix)
+    try:
+        assert backend.check_schema().endswith("/" + conn.info.dbname)
+    finally:
+        backend.close()

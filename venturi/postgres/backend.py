@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from venturi.errors import InvalidArgument, InvalidState, JobNotFound
+from venturi.errors import InvalidArgument, InvalidState, JobNotFound, SchemaMissing
 from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.postgres.connections import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -58,6 +58,7 @@ from venturi.types import (
     OutcomeKind,
     Page,
     Priority,
+    Renewal,
     Stats,
     Status,
     SummaryPage,
@@ -298,19 +299,23 @@ class PostgresBackend:
                 etas=[r.outcome.eta for r in results],
                 carries=[r.outcome.carry for r in results],
                 attachments=[r.outcome.attachment for r in results],
+                tracebacks=[r.outcome.traceback for r in results],
             )
         )
         return {row["job_id"] for row in rows}
 
-    def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> set[str]:
+    def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> Renewal:
         if not claims:
-            return set()
+            return Renewal()
         rows = self._run(
             lambda conn: self._queries.renew_leases.many(
                 conn, lease=lease, **self._claim_arrays(claims)
             )
         )
-        return {row["id"] for row in rows}
+        return Renewal(
+            held=frozenset(row["id"] for row in rows),
+            cancel_requested=frozenset(row["id"] for row in rows if row["is_cancel_requested"]),
+        )
 
     def release(self, claims: Sequence[Claim]) -> int:
         if not claims:
@@ -426,12 +431,12 @@ class PostgresBackend:
         )
 
     def cancel_job(self, job_id: str, note: str = "cancelled") -> JobRow:
-        return self._change_state(
-            job_id,
-            "cancel",
-            "pending",
-            lambda conn: self._queries.cancel_job.one(conn, id=job_id, note=note),
-        )
+        def cancel(conn: Connection) -> dict[str, Any] | None:
+            # Under lock_job's row lock: the status read there is the one that counts.
+            pending = self._queries.cancel_job.one(conn, id=job_id, note=note)
+            return pending or self._queries.request_cancel.one(conn, id=job_id)
+
+        return self._change_state(job_id, "cancel", "pending or claimed", cancel)
 
     def _change_state(
         self,
@@ -639,7 +644,10 @@ class PostgresBackend:
             translated_errors(self._prefix),
             connect(self._url, self._connect_timeout) as conn,
         ):
-            self._queries.check_schema.many(conn)
+            try:
+                self._queries.check_schema.many(conn)
+            except psycopg.errors.UndefinedColumn as exc:
+                raise SchemaMissing(self._prefix.value, missing=_missing_column(exc)) from exc
             info = conn.info
             host = f"[{info.host}]" if ":" in info.host else info.host
             return f"{host}:{info.port}/{info.dbname}"
@@ -707,6 +715,7 @@ def _job_row(row: Mapping[str, Any]) -> JobRow:
         failure_count=row["failure_count"],
         carry=row["carry"],
         dedup_key=row["dedup_key"],
+        cancel_requested_at=row["cancel_requested_at"],
     )
 
 
@@ -720,6 +729,7 @@ def _journal_entry(row: Mapping[str, Any]) -> JournalEntry:
         outcome=OutcomeKind(row["outcome"]),
         note=row["note"],
         attachment=row["attachment"],
+        traceback=row["traceback"],
     )
 
 
@@ -800,3 +810,9 @@ def _registration(worker: WorkerRegistration) -> dict[str, Any]:
         "kinds": list(worker.kinds),
         "concurrency": worker.concurrency,
     }
+
+
+def _missing_column(exc: psycopg.errors.UndefinedColumn) -> str:
+    """``column j.traceback`` from the server's message (its wording varies little)."""
+    first = str(exc).splitlines()[0]
+    return first.removesuffix(" does not exist").strip() or "a column"

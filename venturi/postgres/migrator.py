@@ -54,11 +54,15 @@ class MigrationFile:
 
 
 def migrations_directory() -> Traversable:
-    """The wheel ships ``migrations/`` as ``venturi/_migrations``; a checkout has it at the top."""
-    packaged = files("venturi").joinpath("_migrations")
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "migrations"
+    """A source checkout's own ``migrations/``, else the wheel's ``venturi/_migrations``.
+
+    The checkout comes first: an editable install holds a copy of the files made
+    at install time, which a migration added since would be missing from.
+    """
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "migrations").is_dir():
+        return checkout / "migrations"
+    return files("venturi").joinpath("_migrations")
 
 
 def load_migrations(directory: Traversable | None = None) -> list[MigrationFile]:

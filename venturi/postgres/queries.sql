@@ -141,18 +141,26 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- 100k rows. :replan because the generic plan of `id = ANY($1)` is a sequential
 -- scan testing each row against the whole array (5x slower at 40k rows)
 -- (tests/integration/test_fenced_plans_with_stale_statistics.py).
+-- A job whose cancellation was requested never becomes pending again: a paused
+-- or retried outcome of it is recorded dead, note `cancelled (...)` (ADR 0121).
+-- The traceback of a failed run goes with its journal entry (V5).
 WITH input AS (
     SELECT *
     FROM unnest(
         %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
         %(notes)s::text[], %(failures)s::bool[], %(delays)s::interval[], %(etas)s::timestamptz[],
-        %(carries)s::text[], %(attachments)s::text[]
-    ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment)
+        %(carries)s::text[], %(attachments)s::text[], %(tracebacks)s::text[]
+    ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment,
+           traceback)
 ), finished AS (
     UPDATE {{prefix}}_jobs AS j
-    SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome ELSE 'pending' END,
-        finished_at = CASE WHEN i.outcome IN ('completed', 'dead') THEN now() END,
-        visible_at = CASE WHEN i.outcome IN ('completed', 'dead') THEN j.visible_at
+    SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome
+                      WHEN j.cancel_requested_at IS NOT NULL THEN 'dead'
+                      ELSE 'pending' END,
+        finished_at = CASE WHEN i.outcome IN ('completed', 'dead')
+                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
+        visible_at = CASE WHEN i.outcome IN ('completed', 'dead')
+                            OR j.cancel_requested_at IS NOT NULL THEN j.visible_at
                           ELSE coalesce(i.eta, now() + i.delay) END,
         failure_count = j.failure_count + i.is_failure::int,
         carry = coalesce(i.carry::jsonb, j.carry),
@@ -161,52 +169,71 @@ WITH input AS (
     FROM input AS i
     WHERE j.id = ANY(%(ids)s::text[]) AND j.id = i.id
       AND j.status || '' = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
-    RETURNING j.id, j.kind, j.run_count
+    RETURNING j.id, j.kind, j.run_count,
+              j.cancel_requested_at IS NOT NULL
+                  AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled
 )
-INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
-SELECT f.id, f.kind, f.run_count, now(), i.outcome, i.note, i.attachment::jsonb
+INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment,
+                                traceback)
+SELECT f.id, f.kind, f.run_count, now(),
+       CASE WHEN f.is_cancelled THEN 'dead' ELSE i.outcome END,
+       CASE WHEN f.is_cancelled
+            THEN 'cancelled (the run ended ' || i.outcome || coalesce(': ' || i.note, '') || ')'
+            ELSE i.note END,
+       i.attachment::jsonb, i.traceback
 FROM finished AS f JOIN input AS i ON i.id = f.id
 RETURNING job_id
 
 -- name: renew_leases :many :replan
 -- Heartbeat for running handlers, fenced so a lost claim is not revived (ADR 19).
+-- It also tells the worker which of its claims an operator asked to cancel, in
+-- the round trip it makes anyway (ADR 0121).
 UPDATE {{prefix}}_jobs AS j
 SET claim_expires_at = now() + %(lease)s
 FROM unnest(%(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[])
     AS c(id, claimed_by, run_count)
 WHERE j.id = ANY(%(ids)s::text[]) AND j.id = c.id
   AND j.status || '' = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
-RETURNING j.id
+RETURNING j.id, j.cancel_requested_at IS NOT NULL AS is_cancel_requested
 
 -- name: release_jobs :many :replan
 -- Graceful shutdown (ADR 21): back to pending, no failure counted, visible_at
 -- untouched so the job keeps its place; fenced so a claim already lost is skipped.
+-- A job whose cancellation was requested goes dead instead (ADR 0121).
 WITH released AS (
     UPDATE {{prefix}}_jobs AS j
-    SET status = 'pending', claimed_by = NULL, claim_expires_at = NULL
+    SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'dead' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
+        claimed_by = NULL,
+        claim_expires_at = NULL
     FROM unnest(%(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[])
         AS c(id, claimed_by, run_count)
     WHERE j.id = ANY(%(ids)s::text[]) AND j.id = c.id
       AND j.status || '' = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
-    RETURNING j.id, j.kind, j.run_count
+    RETURNING j.id, j.kind, j.run_count, j.cancel_requested_at IS NOT NULL AS is_cancelled
 )
 INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
-SELECT id, kind, run_count, now(), 'released', %(note)s FROM released
+SELECT id, kind, run_count, now(),
+       CASE WHEN is_cancelled THEN 'dead' ELSE 'released' END,
+       CASE WHEN is_cancelled THEN 'cancelled (' || %(note)s || ')' ELSE %(note)s END
+FROM released
 RETURNING job_id
 
 -- name: recover_stale :many
 -- Expired leases (ADR 19), oldest expiry first through _jobs_lease; SKIP LOCKED
 -- so every worker can sweep at once. A recovery is a failure: at the kind's
--- backstop the row goes dead instead of back to pending. The backstop is a
+-- backstop the row goes dead instead of back to pending, and so does a job
+-- whose cancellation was requested (ADR 0121). The backstop is a
 -- per-row lookup, not a join, so expired rows stream from _jobs_lease in expiry
 -- order straight into the lock (a hash join would need a sort).
 WITH limits AS (
     SELECT * FROM unnest(%(kinds)s::text[], %(max_failures)s::int[]) AS l(kind, max_failures)
 ), expired AS (
     SELECT j.id, j.claimed_by AS previous_owner,
+           j.cancel_requested_at IS NOT NULL AS is_cancelled,
            j.failure_count + 1 >= coalesce(
                (SELECT l.max_failures FROM limits AS l WHERE l.kind = j.kind),
-               %(default_max_failures)s) AS is_dead
+               %(default_max_failures)s) AS is_backstop
     FROM {{prefix}}_jobs AS j
     WHERE j.status = 'claimed' AND j.claim_expires_at < now()
     ORDER BY j.claim_expires_at
@@ -214,19 +241,20 @@ WITH limits AS (
     FOR UPDATE SKIP LOCKED
 ), recovered AS (
     UPDATE {{prefix}}_jobs AS j
-    SET status = CASE WHEN e.is_dead THEN 'dead' ELSE 'pending' END,
-        finished_at = CASE WHEN e.is_dead THEN now() END,
+    SET status = CASE WHEN e.is_backstop OR e.is_cancelled THEN 'dead' ELSE 'pending' END,
+        finished_at = CASE WHEN e.is_backstop OR e.is_cancelled THEN now() END,
         failure_count = j.failure_count + 1,
         claimed_by = NULL,
         claim_expires_at = NULL
     FROM expired AS e
     WHERE j.id = e.id
-    RETURNING j.id, j.kind, j.run_count, e.is_dead, e.previous_owner
+    RETURNING j.id, j.kind, j.run_count, e.is_backstop, e.is_cancelled, e.previous_owner
 )
 INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
 SELECT id, kind, run_count, now(),
-       CASE WHEN is_dead THEN 'dead' ELSE 'stale-recovered' END,
-       CASE WHEN is_dead THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
+       CASE WHEN is_backstop OR is_cancelled THEN 'dead' ELSE 'stale-recovered' END,
+       CASE WHEN is_cancelled THEN 'cancelled (lease of ' || previous_owner || ' expired)'
+            WHEN is_backstop THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
             ELSE 'lease of ' || previous_owner || ' expired' END
 FROM recovered
 RETURNING job_id
@@ -301,10 +329,12 @@ ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s
 
 -- name: retry_job :one
--- Operator retry of a dead job: pending, visible now, a fresh failure budget.
+-- Operator retry of a dead job: pending, visible now, a fresh failure budget,
+-- and no cancellation request left over from a cancelled run (ADR 0121).
 WITH retried AS (
     UPDATE {{prefix}}_jobs
-    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0
+    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0,
+        cancel_requested_at = NULL
     WHERE id = %(id)s AND status = 'dead'
     RETURNING *
 ), entry AS (
@@ -464,10 +494,14 @@ WITH picked AS (
 SELECT count(*) AS changed FROM cancelled
 
 -- name: check_schema :many
--- A service's start check (ADR 0118): names every table the runtime reads, so
--- an unmigrated prefix raises UndefinedTable (SchemaMissing) and a role without
--- its grants InsufficientPrivilege; WHERE false plans to a Result, no scan.
-SELECT 1 AS present FROM {{prefix}}_jobs, {{prefix}}_journal WHERE false
+-- A service's start check (ADR 0118): names every table the runtime reads, and the
+-- newest column of each, so an unmigrated prefix raises UndefinedTable, one behind
+-- the code UndefinedColumn (both SchemaMissing), and a role without its grants
+-- InsufficientPrivilege; WHERE false plans to a Result, no scan. A migration that
+-- adds storage the runtime reads adds it here.
+SELECT j.cancel_requested_at, e.traceback, w.expires_at
+FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
+WHERE false
 
 -- name: register_worker :exec
 -- A fresh registry entry at start (ADR 0119). It replaces an entry of the same
@@ -550,3 +584,13 @@ SELECT p.kind
 FROM pending_kinds AS p
 WHERE p.visible_at <= now() AND NOT EXISTS (SELECT 1 FROM served AS s WHERE s.kind = p.kind)
 ORDER BY p.kind
+
+-- name: request_cancel :one
+-- Cancellation of a running job (ADR 0121): one statement marks the request;
+-- the row stays claimed until the worker running it records the run dead, or
+-- the fence-aware statements (finish, release, recovery) end it dead. A second
+-- request keeps the time of the first.
+UPDATE {{prefix}}_jobs
+SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE id = %(id)s AND status = 'claimed'
+RETURNING *

@@ -20,6 +20,10 @@ a failure reaching ``max_failures``     ``dead`` (the backstop), note says so
 payload no longer fits the signature    ``dead``, note says so (code changed)
 carry no longer fits ``carry=``         ``dead``, note says so
 carry or attachment that is not JSON    a failure, note = the ``InvalidPayload``
+``ctx.raise_if_cancelled()``            ``dead``, note ``cancelled``, no failure
+a run longer than the task's            ``retried`` (``dead`` at the backstop),
+``time_limit``                          note ``time limit exceeded``, whatever
+                                        the handler returned
 ======================================  =========================================
 
 Every run end is one line on the ``venturi.runs`` logger (``_log_run_end``):
@@ -31,19 +35,33 @@ the dead row's ``failure_count`` says that its last run failed. Notes are made
 storable: NUL characters are escaped, invalid UTF-8 replaced, and notes longer
 than ``MAX_NOTE_CHARS`` truncated, so that no handler output can make an
 outcome impossible to record.
+
+A run that ended by an exception (other than the ``Fail`` and ``Retry``
+signals, whose message is the note) keeps its traceback as text on its
+journal entry, at most ``MAX_TRACEBACK_CHARS``: when longer, the outermost
+frames are cut and the innermost ones, with the exception itself, kept. The
+text is made here, so no traceback object outlives the run (ADR 0121).
+
+A worker cannot interrupt a handler thread: it records a run past its time
+limit, or one cancelled and still running a renewal interval later, itself
+(``time_limit_exceeded``, ``cancelled_by_worker``), and the handler's late
+outcome is then fenced out. ``execute`` applies the time limit after the fact,
+for callers that run handlers inline (``run_once``, ``venturi.testing``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
-from venturi.context import Context, Pause
+from venturi.context import Cancelled, Context, Pause
 from venturi.errors import ArgumentsMismatch, Fail, InvalidPayload, Retry, describe_exception
 from venturi.serialization import encode_json, is_storable_text
 from venturi.types import ClaimedJob, Finished, Outcome, OutcomeKind
@@ -60,6 +78,10 @@ runs_logger = logging.getLogger("venturi.runs")
 MAX_NOTE_CHARS = 10_000
 #: Longest note shown in a run-end log line (the journal keeps it whole).
 _LOGGED_NOTE_CHARS = 300
+#: Longest traceback kept with a failed run's journal entry (innermost frames kept).
+MAX_TRACEBACK_CHARS = 16_000
+TIME_LIMIT_NOTE = "time limit exceeded"
+CANCELLED_NOTE = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,24 +101,28 @@ class Execution:
         return Finished(self.job.claim, self.outcome)
 
 
-def execute(task: Task[Any, Any], job: ClaimedJob) -> Execution:
+def execute(
+    task: Task[Any, Any], job: ClaimedJob, *, cancelled: threading.Event | None = None
+) -> Execution:
     """Run ``job``'s handler in the calling thread and map its ending to an ``Outcome``.
 
     Only ``KeyboardInterrupt`` and similar interpreter signals propagate;
-    ``SystemExit`` raised by a handler is an ordinary failure.
+    ``SystemExit`` raised by a handler is an ordinary failure. ``cancelled`` is
+    what ``ctx.is_cancelled()`` reads (set by the worker, ADR 0121).
     """
     started = time.monotonic()
     try:
         carry = task.binding.decode_carry(job.carry)
     except Exception as exc:
         note = f"carry does not fit the task's carry type any more: {exc}"
-        return _done(job, Outcome(OutcomeKind.DEAD, note=note, is_failure=True), started, exc)
+        return _ended(job, Outcome(OutcomeKind.DEAD, note=note, is_failure=True), started, exc)
     ctx = Context(
         job_id=job.claim.job_id,
         kind=job.kind,
         run_count=job.claim.run_count,
         failure_count=job.failure_count,
         carry=carry,
+        cancelled=cancelled,
     )
     try:
         call = task.binding.prepare(ctx, job.payload)
@@ -104,12 +130,14 @@ def execute(task: Task[Any, Any], job: ClaimedJob) -> Execution:
         # Checked before the handler runs: the code changed since the job was enqueued.
         # The row is kept dead, so an operator can retry it once the code fits again.
         note = f"the stored payload no longer fits the handler's signature: {exc}"
-        return _done(job, Outcome(OutcomeKind.DEAD, note=note, is_failure=True), started, exc)
+        return _ended(job, Outcome(OutcomeKind.DEAD, note=note, is_failure=True), started, exc)
     error: BaseException | None = None
     try:
         result = call()
     except Pause as pause:
         outcome = Outcome(OutcomeKind.PAUSED, delay=pause.delay, eta=pause.until)
+    except Cancelled:
+        return _ended(job, Outcome(OutcomeKind.DEAD, note=CANCELLED_NOTE), started, None)
     except Fail as exc:
         error = exc
         outcome = Outcome(OutcomeKind.DEAD, note=exc.message or "Fail", is_failure=True)
@@ -126,7 +154,20 @@ def execute(task: Task[Any, Any], job: ClaimedJob) -> Execution:
     except InvalidPayload as exc:
         error = exc
         outcome = _failure(task, job, describe_exception(exc))
-    return _done(job, outcome, started, error)
+    limit = task.options.time_limit
+    if limit is not None and time.monotonic() - started > limit.total_seconds():
+        return time_limit_exceeded(task, job, started)
+    return _ended(job, outcome, started, error)
+
+
+def time_limit_exceeded(task: Task[Any, Any], job: ClaimedJob, started: float) -> Execution:
+    """The run that went past its task's ``time_limit``: a failure, like any other."""
+    return _done(job, _failure(task, job, TIME_LIMIT_NOTE), started, None)
+
+
+def cancelled_by_worker(job: ClaimedJob, started: float) -> Execution:
+    """The cancelled run whose handler did not stop in time (or never started)."""
+    return _done(job, Outcome(OutcomeKind.DEAD, note=CANCELLED_NOTE), started, None)
 
 
 def record(backend: Backend, executions: Sequence[Execution]) -> set[str]:
@@ -195,10 +236,40 @@ def _result_note(result: Any) -> str | None:
         return repr(result)
 
 
+def _storable(text: str) -> str:
+    """Text PostgreSQL ``text`` can hold: NUL escaped, invalid UTF-8 replaced."""
+    if is_storable_text(text):
+        return text
+    return text.replace("\x00", "\\x00").encode(errors="replace").decode()
+
+
+def _traceback_text(error: BaseException) -> str:
+    """The formatted traceback, its tail kept (innermost frames and the exception)."""
+    text = _storable("".join(traceback.format_exception(error)))
+    if len(text) <= MAX_TRACEBACK_CHARS:
+        return text
+    head = text.partition("\n")[0][:200]
+    tail = text[-(MAX_TRACEBACK_CHARS - len(head) - 64) :]
+    # Start at a line boundary when there is one, so no frame line is cut in half.
+    newline = tail.find("\n")
+    if 0 <= newline < len(tail) - 1:
+        tail = tail[newline + 1 :]
+    omitted = len(text) - len(head) - len(tail)
+    return f"{head}\n  ... ({omitted} characters of outer frames omitted)\n{tail}"
+
+
+def _ended(
+    job: ClaimedJob, outcome: Outcome, started: float, error: BaseException | None
+) -> Execution:
+    """``_done``, with the traceback of an unexpected exception kept as text."""
+    if error is not None and not isinstance(error, Fail | Retry):
+        outcome = replace(outcome, traceback=_traceback_text(error))
+    return _done(job, outcome, started, error)
+
+
 def _note_text(note: str) -> str:
     """A note PostgreSQL ``text`` can hold: no NUL, valid UTF-8, bounded in size."""
-    if not is_storable_text(note):
-        note = note.replace("\x00", "\\x00").encode(errors="replace").decode()
+    note = _storable(note)
     if len(note) > MAX_NOTE_CHARS:
         note = note[:MAX_NOTE_CHARS] + " ... (truncated)"
     return note

@@ -7,6 +7,12 @@ someone else comes back missing, is logged as lost and no longer renewed.
 
 Every worker also sweeps for expired leases every ``recovery_interval`` (at
 most 10 s); the adapter's ``SKIP LOCKED`` makes many sweepers cheap.
+
+A claim can be given a deadline (its run's time limit, or the end of the
+grace after a cancellation request): past it the claim is no longer renewed,
+so a handler that hangs cannot keep its job forever even when the worker's
+own ending of the run fails; recovery takes it after the lease (ADR 0121).
+Renewal also reports which held claims an operator asked to cancel.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ class LeaseKeeper:
         max_failures: the backstop of every kind the App knows, for recovery.
         recovery_interval: seconds between two sweeps (0 < interval <= 10).
         on_recovered: called after a sweep recovered rows (they may be claimable now).
+        on_cancel_requested: called with the ids of held claims whose cancellation
+            was requested, after each renewal that found some.
 
     ``step()`` does whatever is due and returns the seconds until the next
     thing is; a ``ServiceThread`` runs it. ``renew_once()`` and
@@ -50,9 +58,11 @@ class LeaseKeeper:
         max_failures: Mapping[str, int],
         recovery_interval: float = 5.0,
         on_recovered: Callable[[], None] | None = None,
+        on_cancel_requested: Callable[[set[str]], None] | None = None,
     ) -> None:
         self._backend = backend
         self._on_recovered = on_recovered
+        self._on_cancel_requested = on_cancel_requested
         self._leases = dict(leases)
         self._max_failures = dict(max_failures)
         self.recovery_interval = recovery_interval
@@ -60,6 +70,8 @@ class LeaseKeeper:
         self.renew_interval = max(shortest.total_seconds() / 3, 0.05)
         self._lock = threading.Lock()
         self._held: dict[str, tuple[Claim, str]] = {}
+        #: Monotonic times after which a held claim is no longer renewed.
+        self._deadlines: dict[str, float] = {}
         now = time.monotonic()
         self._next_renew = now + self.renew_interval
         self._next_recovery = now
@@ -75,21 +87,49 @@ class LeaseKeeper:
         with self._lock:
             for job_id in job_ids:
                 self._held.pop(job_id, None)
+                self._deadlines.pop(job_id, None)
+
+    def set_deadline(self, job_id: str, deadline: float) -> None:
+        """Stop renewing this claim after ``deadline`` (``time.monotonic()``); the
+        earlier of two deadlines stands."""
+        with self._lock:
+            if job_id in self._held:
+                self._deadlines[job_id] = min(deadline, self._deadlines.get(job_id, deadline))
 
     def held(self) -> list[Claim]:
         with self._lock:
             return [claim for claim, _ in self._held.values()]
 
     def renew_once(self) -> set[str]:
-        """Renew every held claim, one round trip per distinct lease; returns the ids lost."""
+        """Renew every held claim before its deadline, one round trip per distinct
+        lease; returns the ids lost. Reports cancellation requests (``on_cancel_requested``)."""
+        now = time.monotonic()
         with self._lock:
+            overdue = [job_id for job_id, at in self._deadlines.items() if now > at]
+            for job_id in overdue:
+                del self._deadlines[job_id]
+                claim, kind = self._held.pop(job_id)
+                logger.warning(
+                    "job %s (kind %s) run %d is past its deadline; its lease is no longer "
+                    "renewed, so recovery takes it if the worker cannot end it",
+                    claim.job_id,
+                    kind,
+                    claim.run_count,
+                    extra={"job_id": claim.job_id, "kind": kind},
+                )
             by_lease: dict[timedelta, list[tuple[Claim, str]]] = {}
             for claim, kind in self._held.values():
                 by_lease.setdefault(self._leases[kind], []).append((claim, kind))
         missing: list[tuple[Claim, str]] = []
+        cancel_requested: set[str] = set()
         for lease, group in by_lease.items():
-            kept = self._backend.renew_leases([claim for claim, _ in group], lease)
-            missing.extend((claim, kind) for claim, kind in group if claim.job_id not in kept)
+            renewal = self._backend.renew_leases([claim for claim, _ in group], lease)
+            missing.extend(
+                (claim, kind) for claim, kind in group if claim.job_id not in renewal.held
+            )
+            cancel_requested |= renewal.cancel_requested
+        if cancel_requested and self._on_cancel_requested is not None:
+            self._on_cancel_requested(cancel_requested)
         lost: set[str] = set()
         with self._lock:
             for claim, kind in missing:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -69,7 +70,11 @@ class Runner:
         self.plan = ClaimPlan.for_tasks(self._tasks, concurrency=concurrency)
 
     def lease_keeper(
-        self, *, recovery_interval: float, on_recovered: Callable[[], None] | None = None
+        self,
+        *,
+        recovery_interval: float,
+        on_recovered: Callable[[], None] | None = None,
+        on_cancel_requested: Callable[[set[str]], None] | None = None,
     ) -> LeaseKeeper:
         """A keeper for the claims of these tasks (one per worker cycle)."""
         return LeaseKeeper(
@@ -78,7 +83,11 @@ class Runner:
             max_failures=self._max_failures,
             recovery_interval=recovery_interval,
             on_recovered=on_recovered,
+            on_cancel_requested=on_cancel_requested,
         )
+
+    def task(self, kind: str) -> Task[Any, Any]:
+        return self._tasks[kind]
 
     def claim(
         self,
@@ -96,9 +105,9 @@ class Runner:
             floors=floors,
         )
 
-    def execute(self, job: ClaimedJob) -> Execution:
+    def execute(self, job: ClaimedJob, *, cancelled: threading.Event | None = None) -> Execution:
         """Run the job's handler in this thread (executor.py: it never raises for a handler)."""
-        return execute(self._tasks[job.kind], job)
+        return execute(self._tasks[job.kind], job, cancelled=cancelled)
 
     def record(self, executions: Sequence[Execution]) -> set[str]:
         """Write the outcomes in one fenced ``finish``; returns the ids written (ADR 0104)."""
