@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -58,7 +58,7 @@ class Context:
         run_count: int,
         failure_count: int,
         carry: Any = None,
-        cancelled: threading.Event | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -77,7 +77,7 @@ class Context:
         that does not stop within one more renewal interval is ended by the
         worker (ADR 0121). Always False outside a worker.
         """
-        return self._cancelled is not None and self._cancelled.is_set()
+        return self._cancelled is not None and self._cancelled()
 
     def raise_if_cancelled(self) -> None:
         """End the run as ``dead``, note ``cancelled``, if cancellation was requested."""

@@ -98,8 +98,9 @@ class _InFlight:
     job: ClaimedJob
     is_running: bool = False
     is_abandoned: bool = False
-    #: What ``ctx.is_cancelled()`` reads; set when renewal reports a cancel request.
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    #: What ``ctx.is_cancelled()`` reads (a plain flag: no Event per job); set when
+    #: renewal reports a cancel request.
+    is_cancel_requested: bool = False
     started: float = 0.0
     #: When the worker ends the run itself (``time.monotonic()``), and why.
     time_limit_at: float | None = None
@@ -114,6 +115,9 @@ class _InFlight:
         if cancel is not None and (limit is None or cancel <= limit):
             return cancel, CANCELLED_NOTE
         return (limit, TIME_LIMIT_NOTE) if limit is not None else None
+
+    def is_cancelled(self) -> bool:
+        return self.is_cancel_requested
 
 
 class Worker:
@@ -447,7 +451,7 @@ class Worker:
                 runtime.keeper.set_deadline(job_id, entry.time_limit_at)
                 if should_wake_limits:
                     runtime.limits_changed.set()
-            execution = self._execute(runtime, job, entry.cancelled)
+            execution = self._execute(runtime, job, entry.is_cancelled)
             with self._lock:
                 if runtime.in_flight.get(job_id) is entry:
                     del runtime.in_flight[job_id]
@@ -503,7 +507,7 @@ class Worker:
         )
 
     def _execute(
-        self, runtime: _Runtime, job: ClaimedJob, cancelled: threading.Event
+        self, runtime: _Runtime, job: ClaimedJob, cancelled: Callable[[], bool]
     ) -> Execution | None:
         try:
             return runtime.runner.execute(job, cancelled=cancelled)
@@ -529,9 +533,9 @@ class Worker:
         with self._lock:
             for job_id in job_ids:
                 entry = runtime.in_flight.get(job_id)
-                if entry is None or entry.is_abandoned or entry.cancelled.is_set():
+                if entry is None or entry.is_abandoned or entry.is_cancel_requested:
                     continue
-                entry.cancelled.set()
+                entry.is_cancel_requested = True
                 logger.info(
                     "job %s (kind %s) run %d: cancellation requested",
                     job_id,

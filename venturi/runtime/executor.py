@@ -52,10 +52,9 @@ for callers that run handlers inline (``run_once``, ``venturi.testing``).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -102,7 +101,7 @@ class Execution:
 
 
 def execute(
-    task: Task[Any, Any], job: ClaimedJob, *, cancelled: threading.Event | None = None
+    task: Task[Any, Any], job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None
 ) -> Execution:
     """Run ``job``'s handler in the calling thread and map its ending to an ``Outcome``.
 

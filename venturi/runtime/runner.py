@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -105,7 +104,7 @@ class Runner:
             floors=floors,
         )
 
-    def execute(self, job: ClaimedJob, *, cancelled: threading.Event | None = None) -> Execution:
+    def execute(self, job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None) -> Execution:
         """Run the job's handler in this thread (executor.py: it never raises for a handler)."""
         return execute(self._tasks[job.kind], job, cancelled=cancelled)
 
