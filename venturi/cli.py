@@ -465,7 +465,14 @@ def _cmd_jobs_cancel(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(_job_json(job))
     else:
-        _write_lines([f"job {job.id} cancelled: {job.status.value}"])
+        running = job.status is Status.CLAIMED
+        _write_lines(
+            [
+                f"job {job.id} is running: cancellation requested (it ends dead, 'cancelled')"
+                if running
+                else f"job {job.id} cancelled: {job.status.value}"
+            ]
+        )
     return EXIT_OK
 
 
@@ -738,6 +745,7 @@ def _job_json(job: JobRow) -> dict[str, Any]:
         "claim_expires_at": _utc(job.claim_expires_at),
         "run_count": job.run_count,
         "failure_count": job.failure_count,
+        "cancel_requested_at": _utc(job.cancel_requested_at),
     }
 
 

@@ -369,5 +369,10 @@ def test_jobs_cancel_on_the_command_line_cancels_a_running_job(
     result = venturi_cli(database_url, prefix, "jobs", "cancel", ref.id)
 
     assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        f"job {ref.id} is running: cancellation requested (it ends dead, 'cancelled')\n"
+    )
+    requested = db.one("SELECT cancel_requested_at FROM {{prefix}}_jobs WHERE id = %s", (ref.id,))
+    assert requested["cancel_requested_at"] is not None
     wait_until(status_is(db, ref.id, "dead"))
     assert entries(db, ref.id) == [("dead", 1, "cancelled")]
