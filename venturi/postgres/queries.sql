@@ -462,3 +462,8 @@ WITH picked AS (
     SELECT id, kind, run_count, now(), 'dead', %(cancel_note)s FROM cancelled
 )
 SELECT count(*) AS changed FROM cancelled
+
+-- name: try_advisory_xact_lock :one
+-- Leadership behind a transaction-mode pooler without a direct URL: the lock
+-- lasts as long as the transaction its holder keeps open (ADR 0123).
+SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
