@@ -29,9 +29,14 @@ def stamp(n: int) -> float:
     return time.time()
 
 
-def build_app(url: str, prefix: str) -> tuple[venturi.App, Any, Any]:
-    """An App on ``prefix`` with the two benchmark tasks; returns (app, noop, stamp)."""
-    app = venturi.App(url, prefix=prefix, set_as_current=False)
+def build_app(
+    url: str, prefix: str, *, direct_url: str | None = None
+) -> tuple[venturi.App, Any, Any]:
+    """An App on ``prefix`` with the two benchmark tasks; returns (app, noop, stamp).
+
+    ``direct_url``: ``url`` is PgBouncer in transaction mode (ADR 0123).
+    """
+    app = venturi.App(url, prefix=prefix, direct_url=direct_url, set_as_current=False)
     return app, app.task(kind=NOOP_KIND)(noop), app.task(kind=STAMP_KIND)(stamp)
 
 
@@ -40,8 +45,9 @@ def main() -> None:
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--direct-url", help="the server itself, when --database-url is PgBouncer")
     args = parser.parse_args()
-    app, _, _ = build_app(args.database_url, args.prefix)
+    app, _, _ = build_app(args.database_url, args.prefix, direct_url=args.direct_url)
     with closing(app):
         Worker(app, concurrency=args.concurrency, grace=5.0).run()
 

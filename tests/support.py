@@ -31,6 +31,10 @@ class TcpProxy:
     ``stop()``: every connection through it breaks and new ones are refused,
     until ``start()``. ``cut()``: every connection breaks and new ones are
     accepted and closed at once (the port stays bound), until ``restore()``.
+    ``blackhole()``: a silent partition: every socket stays open, new
+    connections are accepted, but no byte is forwarded either way (each
+    direction holds what it read), until ``restore()`` delivers it and resumes.
+    The peers' TCP stacks see nothing wrong: keepalive probes are answered.
     """
 
     def __init__(self, host: str, port: int) -> None:
@@ -40,6 +44,8 @@ class TcpProxy:
         self._server: socket.socket | None = None
         self._is_up = threading.Event()
         self._is_up.set()
+        self._is_forwarding = threading.Event()
+        self._is_forwarding.set()
         self.port = 0
         self.start()
 
@@ -67,10 +73,10 @@ class TcpProxy:
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
+                self._is_forwarding.wait()
                 sink.sendall(data)
         for sock in (source, sink):
             with contextlib.suppress(OSError):
@@ -88,8 +94,12 @@ class TcpProxy:
         self._is_up.clear()
         self._break_connections()
 
+    def blackhole(self) -> None:
+        self._is_forwarding.clear()
+
     def restore(self) -> None:
         self._is_up.set()
+        self._is_forwarding.set()
 
     def _break_connections(self) -> None:
         with self._lock:

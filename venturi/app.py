@@ -39,6 +39,8 @@ from venturi.types import (
 logger = logging.getLogger(__name__)
 
 DATABASE_URL_ENV = "VENTURI_DATABASE_URL"
+DIRECT_DATABASE_URL_ENV = "VENTURI_DIRECT_DATABASE_URL"
+TRANSACTION_POOLING_ENV = "VENTURI_TRANSACTION_POOLING"
 MAX_PAGE_SIZE = 1000
 
 P = ParamSpec("P")
@@ -75,7 +77,15 @@ class App:
             and without it starts (or joins) the embedded server under
             the user data dir, ``~/.local/share/venturi/`` (needs the ``embedded`` extra).
         prefix: the table-name prefix (ADR 6), validated here, before any SQL.
-        backend: a ready ``Backend`` (tests, other adapters); overrides the two above.
+        direct_url: the server's own URL when ``database_url`` is a
+            transaction-mode pooler such as PgBouncer (ADR 0123): LISTEN,
+            leadership and migrations use it. ``None`` reads
+            ``$VENTURI_DIRECT_DATABASE_URL``.
+        transaction_pooling: ``database_url`` is a transaction-mode pooler;
+            default: exactly when a direct URL is given, or
+            ``$VENTURI_TRANSACTION_POOLING=1``. Without a direct URL, workers
+            then poll for new jobs (every ``poll_interval``) instead of listening.
+        backend: a ready ``Backend`` (tests, other adapters); overrides the settings above.
         set_as_current: make this the App that default-registry tasks
             (``@venturi.task``) enqueue through, like Celery's ``current_app``.
 
@@ -90,11 +100,15 @@ class App:
         database_url: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         *,
+        direct_url: str | None = None,
+        transaction_pooling: bool | None = None,
         backend: Backend | None = None,
         set_as_current: bool = True,
     ) -> None:
         self.prefix = Prefix.parse(prefix).value
         self.database_url = database_url
+        self.direct_url = direct_url
+        self.transaction_pooling = transaction_pooling
         self.registry = Registry()
         self._schedules: list[Schedule] = []
         self._backend = backend
@@ -102,8 +116,16 @@ class App:
         if set_as_current:
             set_current_app(self)
 
-    def override(self, *, database_url: str | None = None, prefix: str | None = None) -> None:
-        """Point this App at other settings (the CLI's ``--database-url``/``--prefix``).
+    def override(
+        self,
+        *,
+        database_url: str | None = None,
+        prefix: str | None = None,
+        direct_url: str | None = None,
+        transaction_pooling: bool | None = None,
+    ) -> None:
+        """Point this App at other settings (the CLI's ``--database-url``, ``--prefix``,
+        ``--direct-url``, ``--transaction-pooling``).
 
         Only before its backend exists: once built, connections are open on the old ones.
         """
@@ -116,6 +138,10 @@ class App:
             self.prefix = Prefix.parse(prefix).value
         if database_url is not None:
             self.database_url = database_url
+        if direct_url is not None:
+            self.direct_url = direct_url
+        if transaction_pooling is not None:
+            self.transaction_pooling = transaction_pooling
 
     @property
     def backend(self) -> Backend:
@@ -131,7 +157,13 @@ class App:
         from venturi.postgres.embedded import embedded_database_url
 
         url = self.database_url or os.environ.get(DATABASE_URL_ENV) or embedded_database_url()
-        return PostgresBackend(url, prefix=self.prefix)
+        direct_url = self.direct_url or os.environ.get(DIRECT_DATABASE_URL_ENV) or None
+        pooling = self.transaction_pooling
+        if pooling is None and os.environ.get(TRANSACTION_POOLING_ENV):
+            pooling = os.environ[TRANSACTION_POOLING_ENV].strip().lower() in ("1", "true", "yes")
+        return PostgresBackend(
+            url, prefix=self.prefix, direct_url=direct_url, transaction_pooling=pooling
+        )
 
     @overload
     def task(self, fn: Callable[Concatenate[Context, P], R], /) -> Task[P, R]: ...

@@ -250,15 +250,26 @@ def _open_app(args: argparse.Namespace) -> App:
     database_url: str | None = getattr(args, "database_url", None)
     prefix: str | None = getattr(args, "prefix", None)
     spec: str | None = getattr(args, "app", None)
+    pooler: dict[str, Any] = {
+        "direct_url": getattr(args, "direct_url", None),
+        "transaction_pooling": getattr(args, "transaction_pooling", None) or None,
+    }
     if spec is None:
-        return App(database_url, prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX)
+        return App(database_url, prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX, **pooler)
     app = load_app(spec)
-    if database_url is not None or prefix is not None:
-        _override_settings(app, database_url=database_url, prefix=prefix)
+    if database_url is not None or prefix is not None or any(pooler.values()):
+        _override_settings(app, database_url=database_url, prefix=prefix, **pooler)
     return app
 
 
-def _override_settings(app: App, *, database_url: str | None, prefix: str | None) -> None:
+def _override_settings(
+    app: App,
+    *,
+    database_url: str | None,
+    prefix: str | None,
+    direct_url: str | None = None,
+    transaction_pooling: bool | None = None,
+) -> None:
     """Point the user's own App (the object its tasks enqueue through) at other settings.
 
     The App builds its backend lazily, so until then its settings are plain
@@ -266,7 +277,12 @@ def _override_settings(app: App, *, database_url: str | None, prefix: str | None
     time) they can no longer change and the override is refused.
     """
     try:
-        app.override(database_url=database_url, prefix=prefix)
+        app.override(
+            database_url=database_url,
+            prefix=prefix,
+            direct_url=direct_url,
+            transaction_pooling=transaction_pooling,
+        )
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
 
@@ -813,6 +829,20 @@ def _add_app_options(parser: argparse.ArgumentParser, *, nested: bool) -> None:
         metavar="URL",
         default=default,
         help="PostgreSQL URL; default: the App's own, else $VENTURI_DATABASE_URL",
+    )
+    group.add_argument(
+        "--direct-url",
+        metavar="URL",
+        default=default,
+        help="the server's own URL when --database-url is PgBouncer in transaction mode "
+        "(LISTEN, beat leadership, migrate); default: $VENTURI_DIRECT_DATABASE_URL",
+    )
+    group.add_argument(
+        "--transaction-pooling",
+        action="store_true",
+        default=default,
+        help="--database-url is a transaction-mode pooler (implied by --direct-url); "
+        "without --direct-url workers poll for new jobs",
     )
     group.add_argument(
         "--prefix",

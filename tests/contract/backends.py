@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from pgbouncer import shared_pgbouncer
 from ulid import ULID
 
 from venturi.backend import Backend
@@ -43,7 +44,16 @@ def _postgres(database_url: str, prefix: str) -> Backend:
     return PostgresBackend(database_url, prefix=prefix)
 
 
-CASES = (BackendCase("postgres", _postgres, large_batch=COPY_THRESHOLD + 44),)
+def _through_pgbouncer(database_url: str, prefix: str) -> Backend:
+    """Pooled statements through PgBouncer in transaction mode; sessions go direct (ADR 0123)."""
+    bouncer = shared_pgbouncer(database_url)
+    return PostgresBackend(bouncer.url, prefix=prefix, direct_url=database_url)
+
+
+CASES = (
+    BackendCase("postgres", _postgres, large_batch=COPY_THRESHOLD + 44),
+    BackendCase("postgres through pgbouncer", _through_pgbouncer, large_batch=COPY_THRESHOLD + 44),
+)
 
 
 def new_job(

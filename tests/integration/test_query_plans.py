@@ -144,6 +144,7 @@ NO_TABLE_READ = {
     "notify_wakeup",
     "ping",
     "try_advisory_lock",
+    "try_advisory_xact_lock",
 }
 
 

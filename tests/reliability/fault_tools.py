@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ class WorkerFleet:
         *,
         application_name: str,
         concurrency: int = 4,
+        app: str = "chaos_app:app",
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.application_name = application_name
         self._logs = logs
@@ -50,7 +53,7 @@ class WorkerFleet:
             "venturi",
             "worker",
             "--app",
-            "chaos_app:app",
+            app,
             "--concurrency",
             str(concurrency),
         ]
@@ -61,6 +64,7 @@ class WorkerFleet:
             "PGAPPNAME": application_name,
             "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
             "PYTHONUNBUFFERED": "1",
+            **(env or {}),
         }
         self.slots: list[subprocess.Popen[bytes]] = []
         self._all: list[subprocess.Popen[bytes]] = []

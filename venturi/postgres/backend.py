@@ -23,19 +23,31 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from venturi.errors import InvalidArgument, InvalidState, JobNotFound, SchemaMissing
+from venturi.backend import Listener
+from venturi.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    InvalidArgument,
+    InvalidState,
+    JobNotFound,
+    SchemaMissing,
+)
 from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.postgres.connections import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_REPLY_TIMEOUT,
     AsyncConnection,
     AsyncPool,
     Connection,
+    PollingListener,
     Pool,
     PostgresLeadership,
     PostgresListener,
+    ReplyWatchdog,
     connect,
     translated_errors,
     use_generic_plans,
+    with_keepalives,
 )
 from venturi.postgres.migrator import Migrator
 from venturi.postgres.queries import Queries
@@ -86,6 +98,18 @@ class PostgresBackend:
             generic plans (``connections.use_generic_plans``).
         connect_timeout: seconds to wait for a connection before
             ``BackendUnavailable``.
+        direct_url: the server itself, when ``url`` goes through a pooler:
+            LISTEN, leadership and migrations need a session and use it (ADR 0123).
+        transaction_pooling: ``url`` is a transaction-mode pooler (PgBouncer's
+            ``pool_mode = transaction``): pooled sessions prepare nothing and
+            set nothing. Default: on exactly when ``direct_url`` is given. On
+            without a direct URL, workers poll instead of listening, leadership
+            holds a transaction open, and ``migrate`` is refused.
+        reply_timeout: seconds a worker statement (claim, renewal, outcome,
+            recovery, leadership check) waits for its reply before its session is
+            abandoned with ``BackendUnavailable`` (silent partitions, ADR 0123).
+
+    Every URL gets TCP keepalives unless it sets them (``connections.DEFAULT_KEEPALIVES``).
 
     ``aenqueue`` runs the same statements as ``enqueue`` on an asyncio pool of
     up to ``pool_size`` sessions per event loop (``connections.AsyncPool``),
@@ -100,31 +124,54 @@ class PostgresBackend:
         prefix: str = DEFAULT_PREFIX,
         pool_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        direct_url: str | None = None,
+        transaction_pooling: bool | None = None,
+        reply_timeout: float = DEFAULT_REPLY_TIMEOUT,
     ) -> None:
         self._prefix = Prefix.parse(prefix)
-        self._url = url
+        if reply_timeout <= 0:
+            raise ConfigurationError(f"reply_timeout must be positive, got {reply_timeout}")
+        self._url = with_keepalives(url)
+        self._direct_url = with_keepalives(direct_url) if direct_url is not None else None
+        self.is_transaction_pooled = (
+            direct_url is not None if transaction_pooling is None else transaction_pooling
+        )
         self._connect_timeout = connect_timeout
         self._queries = Queries(self._prefix)
+        self._watchdog = ReplyWatchdog(reply_timeout, name=f"venturi-{self._prefix.value}-replies")
         self._pool = Pool(
-            url,
+            self._url,
             name=f"venturi-{self._prefix.value}",
             max_size=pool_size,
             connect_timeout=connect_timeout,
+            may_prepare=not self.is_transaction_pooled,
         )
+        # Forced generic plans need a session to keep the setting and a prepared
+        # statement to reuse the plan: behind a transaction-mode pooler there is
+        # neither, and each claim is planned anew (docs/design/indexes.md).
         self._claim_pool = Pool(
-            url,
+            self._url,
             name=f"venturi-{self._prefix.value}-claim",
             max_size=2,
             connect_timeout=connect_timeout,
-            configure=use_generic_plans,
+            configure=None if self.is_transaction_pooled else use_generic_plans,
+            may_prepare=not self.is_transaction_pooled,
         )
         #: Async enqueue's sessions: one pool per event loop, none until first used.
         self._async_pool = AsyncPool(
-            url,
+            self._url,
             name=f"venturi-{self._prefix.value}-async",
             max_size=pool_size,
             connect_timeout=connect_timeout,
+            may_prepare=not self.is_transaction_pooled,
         )
+
+    @property
+    def _session_url(self) -> str | None:
+        """Where a connection that needs a session of its own goes; None: nowhere."""
+        if self._direct_url is not None:
+            return self._direct_url
+        return None if self.is_transaction_pooled else self._url
 
     @property
     def prefix(self) -> str:
@@ -153,12 +200,24 @@ class PostgresBackend:
         with self._connection(pool) as conn:
             return action(conn)
 
+    def _run_bounded(self, action: Callable[[Connection], T], pool: Pool | None = None) -> T:
+        """``_run`` for the worker's statements: at most ``reply_timeout`` for the reply."""
+        with self._connection(pool) as conn, self._watchdog.bounded(conn):
+            return action(conn)
+
     # -- schema ------------------------------------------------------------------
 
     def migrate(self) -> list[AppliedMigration]:
+        url = self._session_url
+        if url is None:
+            raise ConfigurationError(
+                "migrate holds a session advisory lock, which a transaction-mode pooler "
+                "cannot keep: give the server's own URL as direct_url= "
+                "(--direct-url, $VENTURI_DIRECT_DATABASE_URL)"
+            )
         with (
             translated_errors(),
-            connect(self._url, self._connect_timeout) as conn,
+            connect(url, self._connect_timeout) as conn,
         ):
             return Migrator(self._prefix).migrate(conn)
 
@@ -255,7 +314,7 @@ class PostgresBackend:
             return []
         kinds = list(kinds)
         kind_floors = [(floors or {}).get(kind) for kind in kinds]
-        rows = self._run(
+        rows = self._run_bounded(
             lambda conn: self._queries.claim_jobs.many(
                 conn,
                 kinds=kinds,
@@ -286,7 +345,7 @@ class PostgresBackend:
     def finish(self, results: Sequence[Finished]) -> set[str]:
         if not results:
             return set()
-        rows = self._run(
+        rows = self._run_bounded(
             lambda conn: self._queries.finish_jobs.many(
                 conn,
                 ids=[r.claim.job_id for r in results],
@@ -307,7 +366,7 @@ class PostgresBackend:
     def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> Renewal:
         if not claims:
             return Renewal()
-        rows = self._run(
+        rows = self._run_bounded(
             lambda conn: self._queries.renew_leases.many(
                 conn, lease=lease, **self._claim_arrays(claims)
             )
@@ -320,7 +379,7 @@ class PostgresBackend:
     def release(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
-        rows = self._run(
+        rows = self._run_bounded(
             lambda conn: self._queries.release_jobs.many(
                 conn, note="worker shutdown", **self._claim_arrays(claims)
             )
@@ -338,7 +397,7 @@ class PostgresBackend:
     def recover_stale(
         self, *, max_failures: Mapping[str, int], default_max_failures: int, limit: int
     ) -> int:
-        rows = self._run(
+        rows = self._run_bounded(
             lambda conn: self._queries.recover_stale.many(
                 conn,
                 kinds=list(max_failures),
@@ -352,7 +411,9 @@ class PostgresBackend:
     def time_until_visible(self, kinds: Collection[str]) -> timedelta | None:
         if not kinds:
             return None
-        row = self._run(lambda conn: self._queries.time_until_visible.one(conn, kinds=list(kinds)))
+        row = self._run_bounded(
+            lambda conn: self._queries.time_until_visible.one(conn, kinds=list(kinds))
+        )
         return row["wait"] if row is not None else None
 
     def now(self) -> datetime:
@@ -361,22 +422,42 @@ class PostgresBackend:
         now: datetime = row["now"]
         return now
 
-    def listen(self) -> PostgresListener:
-        return PostgresListener(self._url, self._prefix.channel, self._connect_timeout)
+    def listen(self) -> Listener:
+        url = self._session_url
+        if url is None:
+            return PollingListener()
+        return PostgresListener(url, self._prefix.channel, self._connect_timeout)
 
     def try_lead(self, role: str) -> PostgresLeadership | None:
         lock_name = self._prefix.lock_name(f"lead:{role}")
+        url = self._session_url
         with translated_errors():
-            conn = connect(self._url, self._connect_timeout)
+            if url is None:
+                # No session to hold a session lock: a transaction held open pins one
+                # server session behind the pooler for as long as the role (ADR 0123).
+                conn = connect(self._url, self._connect_timeout)
+                conn.autocommit = False
+                try_lock = self._queries.try_advisory_xact_lock
+            else:
+                conn = connect(url, self._connect_timeout)
+                try_lock = self._queries.try_advisory_lock
             try:
-                row = self._queries.try_advisory_lock.one(conn, lock_name=lock_name)
-            except psycopg.Error:
+                with self._watchdog.bounded(conn):
+                    row = try_lock.one(conn, lock_name=lock_name)
+            except (psycopg.Error, BackendUnavailable):
                 conn.close()
                 raise
         if row is None or not row["acquired"]:
             conn.close()
             return None
-        return PostgresLeadership(conn, self._queries, lock_name)
+        if url is None:
+            return PostgresLeadership(conn, self._queries, _rollback, self._watchdog)
+        return PostgresLeadership(
+            conn,
+            self._queries,
+            lambda held: self._queries.advisory_unlock.exec(held, lock_name=lock_name),
+            self._watchdog,
+        )
 
     # -- beat bookkeeping --------------------------------------------------------
 
@@ -493,6 +574,7 @@ class PostgresBackend:
         self._async_pool.close()
         self._claim_pool.close()
         self._pool.close()
+        self._watchdog.stop()
 
     # -- dashboard ---------------------------------------------------------------
 
@@ -697,6 +779,10 @@ class PostgresBackend:
 
     def unserved_kinds(self) -> list[str]:
         return [row["kind"] for row in self._run(self._queries.unserved_kinds.many)]
+
+
+def _rollback(conn: Connection) -> None:
+    conn.rollback()
 
 
 def _job_row(row: Mapping[str, Any]) -> JobRow:

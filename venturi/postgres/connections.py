@@ -2,9 +2,14 @@
 
 Pooled sessions run in autocommit and session state (LISTEN, leadership
 locks) lives on dedicated connections outside the pools: ADR 0100 gives the
-reasons. Every psycopg error that means "the database is not there" leaves
-this module as ``BackendUnavailable``, or as ``DatabaseRefused`` when the
-server answered and said no for good (ADR 0118); nothing psycopg-specific
+reasons. Behind a transaction-mode pooler (PgBouncer) pooled sessions are
+not sessions at all, so they prepare nothing and set nothing, and the
+dedicated connections go to the direct URL (ADR 0123). Every session carries
+TCP keepalives, and worker statements wait a bounded time for their reply,
+so a silent network partition ends in ``BackendUnavailable`` rather than in
+a hang (ADR 0123). Every psycopg error that means "the database is not there"
+leaves this module as ``BackendUnavailable``, or as ``DatabaseRefused`` when
+the server answered and said no for good (ADR 0118); nothing psycopg-specific
 crosses the Backend boundary.
 """
 
@@ -12,14 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import select
+import socket
 import threading
+import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
@@ -50,8 +60,43 @@ _REFUSALS = (
 )
 
 
-def _connect_kwargs(connect_timeout: float) -> dict[str, Any]:
-    return {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
+#: libpq parameters added to every URL that does not set them itself (ADR 0123):
+#: an idle session whose peer vanished is dropped after 15 + 3 x 5 = 30 s of
+#: unanswered keepalive probes, a session whose writes go unacknowledged after 30 s.
+DEFAULT_KEEPALIVES: Mapping[str, str] = {
+    "keepalives": "1",
+    "keepalives_idle": "15",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
+
+#: How long a worker statement waits for its reply before its session is abandoned
+#: (``BackendUnavailable``): a peer that acknowledges bytes and never answers
+#: (a hung middlebox, a frozen pooler) is invisible to TCP (ADR 0123).
+DEFAULT_REPLY_TIMEOUT = 30.0
+
+
+def with_keepalives(url: str) -> str:
+    """``url`` with the ``DEFAULT_KEEPALIVES`` it does not set; its own values win.
+
+    A string libpq cannot parse is returned as it is, for ``connect`` to report.
+    """
+    try:
+        given = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return url
+    missing = {key: value for key, value in DEFAULT_KEEPALIVES.items() if key not in given}
+    return make_conninfo(url, **missing) if missing else url
+
+
+def _connect_kwargs(connect_timeout: float, *, may_prepare: bool = True) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
+    if not may_prepare:
+        # psycopg prepares a statement after its 5th execution; a prepared statement
+        # outlives the transaction, which a transaction-mode pooler does not (ADR 0123).
+        kwargs["prepare_threshold"] = None
+    return kwargs
 
 
 def connect(url: str, connect_timeout: float) -> Connection:
@@ -114,6 +159,7 @@ class Pool:
         max_size: int,
         connect_timeout: float,
         configure: Callable[[Connection], None] | None = None,
+        may_prepare: bool = True,
     ) -> None:
         self._url = url
         self._connect_timeout = connect_timeout
@@ -121,7 +167,7 @@ class Pool:
             url,
             min_size=1,
             max_size=max_size,
-            kwargs=_connect_kwargs(connect_timeout),
+            kwargs=_connect_kwargs(connect_timeout, may_prepare=may_prepare),
             timeout=connect_timeout,
             open=False,
             name=name,
@@ -240,26 +286,41 @@ class PostgresListener:
 
 
 class PostgresLeadership:
-    """A session advisory lock held on a connection of its own."""
+    """An advisory lock held by a connection of its own, for as long as it lives.
 
-    def __init__(self, conn: Connection, queries: Queries, lock_name: str) -> None:
+    Two shapes (ADR 0123): a session lock on a direct connection, given up by
+    ``advisory_unlock``; or, behind a transaction-mode pooler without a direct
+    URL, a transaction lock in a transaction kept open, which pins one server
+    session to this connection until the rollback that gives it up. Its
+    ``is_held`` ping waits at most ``reply_timeout`` for the reply.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        queries: Queries,
+        give_up: Callable[[Connection], object],
+        watchdog: ReplyWatchdog,
+    ) -> None:
         self._conn = conn
         self._queries = queries
-        self._lock_name = lock_name
+        self._give_up = give_up
+        self._watchdog = watchdog
 
     def is_held(self) -> bool:
         try:
-            self._queries.ping.one(self._conn)
-        except psycopg.Error:
+            with self._watchdog.bounded(self._conn):
+                self._queries.ping.one(self._conn)
+        except (psycopg.Error, BackendUnavailable):
             return False
         return True
 
     def release(self) -> None:
         try:
             if not self._conn.closed:
-                self._queries.advisory_unlock.exec(self._conn, lock_name=self._lock_name)
+                self._give_up(self._conn)
         except psycopg.Error:
-            logger.debug("could not unlock %s; closing releases it", self._lock_name)
+            logger.debug("could not give the role up; closing the connection does")
         finally:
             self._conn.close()
 
@@ -279,11 +340,20 @@ class AsyncPool:
     since its own coroutines can no longer run.
     """
 
-    def __init__(self, url: str, *, name: str, max_size: int, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        max_size: int,
+        connect_timeout: float,
+        may_prepare: bool = True,
+    ) -> None:
         self._url = url
         self._name = name
         self._max_size = max_size
         self._connect_timeout = connect_timeout
+        self._may_prepare = may_prepare
         self._lock = threading.Lock()
         self._pools: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
         #: close() called on a running loop schedules the close; kept so it is not collected.
@@ -315,6 +385,7 @@ class AsyncPool:
                     name=f"{self._name}-{len(self._pools)}",
                     max_size=self._max_size,
                     connect_timeout=self._connect_timeout,
+                    may_prepare=self._may_prepare,
                 )
         for stale in ended:
             stale.close_sockets()
@@ -376,13 +447,21 @@ class AsyncPool:
 class _LoopPool:
     """One loop's pool, and the sessions it opened (to close them once the loop is gone)."""
 
-    def __init__(self, url: str, *, name: str, max_size: int, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        max_size: int,
+        connect_timeout: float,
+        may_prepare: bool = True,
+    ) -> None:
         self.sessions: weakref.WeakSet[AsyncConnection] = weakref.WeakSet()
         self.pool: AsyncConnectionPool[AsyncConnection] = AsyncConnectionPool(
             url,
             min_size=1,
             max_size=max_size,
-            kwargs=_connect_kwargs(connect_timeout),
+            kwargs=_connect_kwargs(connect_timeout, may_prepare=may_prepare),
             timeout=connect_timeout,
             open=False,
             name=name,
@@ -425,3 +504,112 @@ async def _is_live_async(conn: AsyncConnection) -> bool:
     except psycopg.Error:
         return False
     return True
+
+
+class PollingListener:
+    """The listener behind a transaction-mode pooler without a direct URL: LISTEN
+    needs a session, so there are no wake-ups and the worker's poll interval is
+    the latency of a new job (ADR 0123)."""
+
+    def __init__(self) -> None:
+        self._closed = threading.Event()
+
+    def wait(self, timeout: float) -> bool:
+        self._closed.wait(max(0.0, timeout))
+        return False
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+@dataclass
+class _Watch:
+    conn: Connection
+    deadline: float
+    is_abandoned: bool = False
+
+
+class ReplyWatchdog:
+    """Abandons a session whose statement gets no reply within ``reply_timeout``.
+
+    TCP keepalives only probe idle sockets, and a peer that acknowledges the
+    bytes but never answers (a proxy or pooler that stopped forwarding) passes
+    every probe: without this, a worker's renewal or claim would wait forever
+    and never rejoin. One thread per backend, started on first use, watches the
+    sessions inside ``bounded`` blocks; an overdue one has its socket shut down,
+    which wakes the blocked statement with an error, and the block raises
+    ``BackendUnavailable`` saying so. The pool then drops the session and
+    connects anew. Registering costs a lock and a dict entry, no round trip.
+    """
+
+    def __init__(self, reply_timeout: float, *, name: str) -> None:
+        self.reply_timeout = reply_timeout
+        self._name = name
+        self._changed = threading.Condition()
+        self._watches: dict[int, _Watch] = {}
+        self._thread: threading.Thread | None = None
+        self._is_stopping = False
+
+    @contextmanager
+    def bounded(self, conn: Connection) -> Iterator[None]:
+        watch = _Watch(conn, time.monotonic() + self.reply_timeout)
+        key = id(watch)
+        with self._changed:
+            self._watches[key] = watch
+            if self._thread is None and not self._is_stopping:
+                self._thread = threading.Thread(target=self._watch, name=self._name, daemon=True)
+                self._thread.start()
+            self._changed.notify()
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            if watch.is_abandoned:
+                raise BackendUnavailable(
+                    f"database unavailable: no reply within {self.reply_timeout}s; "
+                    "the session was abandoned"
+                ) from exc
+            raise
+        finally:
+            with self._changed:
+                del self._watches[key]
+
+    def _watch(self) -> None:
+        with self._changed:
+            while not self._is_stopping:
+                now = time.monotonic()
+                overdue = [
+                    w for w in self._watches.values() if w.deadline <= now and not w.is_abandoned
+                ]
+                for watch in overdue:
+                    watch.is_abandoned = True
+                    logger.warning(
+                        "no reply from the database within %.1fs; abandoning the session",
+                        self.reply_timeout,
+                    )
+                    _shut_down(watch.conn)
+                pending = [w.deadline for w in self._watches.values() if not w.is_abandoned]
+                self._changed.wait(min(pending) - now if pending else None)
+
+    def stop(self) -> None:
+        """End the watching thread; idempotent. Blocks entered later go unwatched."""
+        with self._changed:
+            self._is_stopping = True
+            thread, self._thread = self._thread, None
+            self._changed.notify()
+        if thread is not None:
+            thread.join(timeout=1.0)
+
+
+def _shut_down(conn: Connection) -> None:
+    """Shut the session's socket down under the thread blocked on it: closing the
+    descriptor would not wake that thread, a shutdown does (it reads end of file)."""
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except (OSError, psycopg.Error):
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        logger.debug("shutting an abandoned session's socket down failed", exc_info=True)
+    finally:
+        sock.close()

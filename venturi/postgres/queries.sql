@@ -594,3 +594,8 @@ UPDATE {{prefix}}_jobs
 SET cancel_requested_at = coalesce(cancel_requested_at, now())
 WHERE id = %(id)s AND status = 'claimed'
 RETURNING *
+
+-- name: try_advisory_xact_lock :one
+-- Leadership behind a transaction-mode pooler without a direct URL: the lock
+-- lasts as long as the transaction its holder keeps open (ADR 0123).
+SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
