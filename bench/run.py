@@ -140,6 +140,7 @@ def main() -> None:
             "delay_many",
             "drain_c1",
             "drain_c8",
+            "drain_async",
             "delay_chunked",
             "adelay",
             "adelay_gather",
@@ -190,6 +191,12 @@ def main() -> None:
                 lambda profile=profile: venturi_bench.drain(
                     url, sizes.drain, 8, run_dir, profile=profile
                 ),
+            )
+        )
+        ven["drain_async"].append(
+            attempt(
+                "venturi drain, async def no-op, c=8 + async_concurrency 100",
+                lambda: venturi_bench.drain(url, sizes.drain, 8, run_dir, is_async=True),
             )
         )
 
@@ -372,7 +379,16 @@ def build_figures(
         baseline_label="raw claim+complete loop, LIMIT 8 (claims sized to free slots)",
         target="(info)",
     )
-    for figure in (single_schema, bulk_schema, drain_c8_limit_8):
+    drain_async = Figure(
+        "drain_async",
+        f"drain {sizes.drain:,} async def no-op jobs on the event loop (async_concurrency 100)",
+        "jobs/s",
+        venturi=best(ven["drain_async"], rate),
+        baseline=drain_c8.venturi,
+        baseline_label="the sync no-op drain, concurrency 8, same run (above)",
+        target="(info)",
+    )
+    for figure in (single_schema, bulk_schema, drain_c8_limit_8, drain_async):
         _ratio(figure)
     awaited = Figure(
         "enqueue_adelay",
@@ -395,7 +411,7 @@ def build_figures(
     for figure in (awaited, gathered):
         _ratio(figure)
     figures += [single, single_schema, bulk, bulk_schema, awaited, gathered]
-    figures += [drain_c1, drain_c8, drain_c8_limit_8]
+    figures += [drain_c1, drain_c8, drain_c8_limit_8, drain_async]
 
     if isinstance(latency, dict):
         for key, bound in (("p50_ms", 3.0), ("p95_ms", None), ("p99_ms", 10.0)):

@@ -62,7 +62,7 @@ class Prefix:
     def __init__(self, url: str) -> None:
         self.url = url
         self.value = fresh_name("v")
-        self.app, self.noop, self.stamp = build_app(url, self.value)
+        self.app, self.noop, self.stamp, self.anoop = build_app(url, self.value)
         self.app.migrate()
         self.conn = connect(url)
 
@@ -97,8 +97,10 @@ class Prefix:
         assert row is not None
         return int(row[0]), float(row[1] or 0.0)
 
-    def enqueue_noop(self, count: int, *, start: int = 0, batch_size: int = 5_000) -> None:
-        self.noop.delay_many(
+    def enqueue_noop(
+        self, count: int, *, start: int = 0, batch_size: int = 5_000, is_async: bool = False
+    ) -> None:
+        (self.anoop if is_async else self.noop).delay_many(
             [noop_payload(n) for n in range(start, start + count)], batch_size=batch_size
         )
 
@@ -201,21 +203,35 @@ def wait_for_completed(
 
 
 def drain(
-    url: str, count: int, concurrency: int, log_dir: Path, *, profile: Path | None = None
+    url: str,
+    count: int,
+    concurrency: int,
+    log_dir: Path,
+    *,
+    profile: Path | None = None,
+    is_async: bool = False,
 ) -> dict[str, Any]:
     """Enqueue ``count`` no-op jobs on a fresh prefix, then one worker process drains them.
 
     ``jobs_per_s`` is jobs over the span of their ``completed`` journal entries.
+    ``is_async``: the jobs are of the ``async def`` no-op, run on the worker's
+    event loop (its default ``async_concurrency``) instead of its threads.
     """
     with fresh_prefix(url) as prefix:
-        return _drain_once(prefix, count, concurrency, log_dir, profile=profile)
+        return _drain_once(prefix, count, concurrency, log_dir, profile=profile, is_async=is_async)
 
 
 def _drain_once(
-    prefix: Prefix, count: int, concurrency: int, log_dir: Path, *, profile: Path | None = None
+    prefix: Prefix,
+    count: int,
+    concurrency: int,
+    log_dir: Path,
+    *,
+    profile: Path | None = None,
+    is_async: bool = False,
 ) -> dict[str, Any]:
     after_id = prefix.last_journal_id()
-    prefix.enqueue_noop(count)
+    prefix.enqueue_noop(count, is_async=is_async)
     prefix.conn.execute(prefix.sql("ANALYZE {p}_jobs"))
     with worker(prefix, concurrency, log_dir) as process:
         spy = _start_profiler(process.pid, profile) if profile else None

@@ -1,4 +1,4 @@
-"""The benchmark's venturi App: a no-op task, a timestamping task, and a worker entry point.
+"""The benchmark's venturi App: no-op tasks (sync and async), a timestamping task, a worker.
 
 The benchmark process imports ``build_app`` to enqueue; it starts this file
 as a subprocess to drain, so the worker is measured as users run it (its own
@@ -14,7 +14,7 @@ import time
 from contextlib import closing
 from typing import Any
 
-from workload import NOOP_KIND, STAMP_KIND
+from workload import ASYNC_NOOP_KIND, NOOP_KIND, STAMP_KIND
 
 import venturi
 from venturi.worker import Worker
@@ -24,6 +24,10 @@ def noop(n: int) -> None:
     """The unit of work of every throughput figure: nothing, so only the queue is measured."""
 
 
+async def anoop(n: int) -> None:
+    """``noop`` as an ``async def`` handler: the async drain measures the event loop's path."""
+
+
 def stamp(n: int) -> float:
     """Pickup-latency probe: its return value (the journal note) is when the handler started."""
     return time.time()
@@ -31,13 +35,18 @@ def stamp(n: int) -> float:
 
 def build_app(
     url: str, prefix: str, *, direct_url: str | None = None
-) -> tuple[venturi.App, Any, Any]:
-    """An App on ``prefix`` with the two benchmark tasks; returns (app, noop, stamp).
+) -> tuple[venturi.App, Any, Any, Any]:
+    """An App on ``prefix`` with the benchmark tasks; returns (app, noop, stamp, anoop).
 
     ``direct_url``: ``url`` is PgBouncer in transaction mode (ADR 0123).
     """
     app = venturi.App(url, prefix=prefix, direct_url=direct_url, set_as_current=False)
-    return app, app.task(kind=NOOP_KIND)(noop), app.task(kind=STAMP_KIND)(stamp)
+    return (
+        app,
+        app.task(kind=NOOP_KIND)(noop),
+        app.task(kind=STAMP_KIND)(stamp),
+        app.task(kind=ASYNC_NOOP_KIND)(anoop),
+    )
 
 
 def main() -> None:
@@ -47,7 +56,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--direct-url", help="the server itself, when --database-url is PgBouncer")
     args = parser.parse_args()
-    app, _, _ = build_app(args.database_url, args.prefix, direct_url=args.direct_url)
+    app, *_ = build_app(args.database_url, args.prefix, direct_url=args.direct_url)
     with closing(app):
         Worker(app, concurrency=args.concurrency, grace=5.0).run()
 

@@ -22,6 +22,8 @@ DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 #: The no-op job's kind, the same everywhere (raw table, venturi, peers).
 NOOP_KIND = "bench.noop"
+#: The ``async def`` no-op: the async drain figure, run on the worker's event loop.
+ASYNC_NOOP_KIND = "bench.anoop"
 #: Pickup-latency probes: the handler returns its start time (time.time()).
 STAMP_KIND = "bench.stamp"
 

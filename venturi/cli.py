@@ -311,6 +311,11 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         Worker(
             app,
             concurrency=args.concurrency,
+            **(
+                {"async_concurrency": args.async_concurrency}
+                if args.async_concurrency is not None
+                else {}
+            ),
             kinds=args.kinds,
             grace=args.grace,
             retention=args.retention,
@@ -928,6 +933,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=8,
         metavar="N",
         help="handler threads (default: 8)",
+    )
+    worker.add_argument(
+        "--async-concurrency",
+        type=_positive_int_argument,
+        default=None,
+        metavar="N",
+        help="async handlers running at once on the worker's event loop (default: 100)",
     )
     worker.add_argument(
         "--kinds",

@@ -74,7 +74,7 @@ class Task(Generic[P, R]):
     ``P`` is the handler's parameters without ``ctx``, so type checkers check
     ``delay(...)`` calls against the handler. Calling the task runs the handler
     synchronously in the caller's thread (``ctx`` is a fresh ``Context`` with
-    ``job_id=None``).
+    ``job_id=None``); calling an ``async def`` task returns its coroutine.
 
     Attributes:
         kind: the job kind (``options.kind``, or the handler's module and qualname).
@@ -85,12 +85,10 @@ class Task(Generic[P, R]):
     def __init__(self, fn: Callable[..., R], options: TaskOptions, *, app: AppLike | None) -> None:
         if not callable(fn):
             raise ConfigurationError(f"a task handler must be callable, got {fn!r}")
-        if inspect.iscoroutinefunction(fn):
-            raise ConfigurationError(
-                f"{fn!r} is a coroutine function; async handlers are not supported yet"
-            )
         functools.update_wrapper(self, fn)
         self.fn = fn
+        #: An ``async def`` handler: a worker awaits it on its event loop (ADR 0126).
+        self.is_async: bool = inspect.iscoroutinefunction(fn)
         self.options = options
         self.kind: str = options.kind or validate_kind(
             f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', repr(fn))}"

@@ -15,7 +15,15 @@ at once, in the caller's thread, with no database: same validation, same
 outcome rules, retries and pauses run at once up to their bounds, and
 ``session.runs`` says what happened (ADR 0120).
 
-Both run handlers inline, where nothing can interrupt them (ADR 0121): a run
+``async def`` handlers (ADR 0126) run in all three: ``drain``, ``perform`` and
+``eager`` run each on a fresh event loop in the caller's thread
+(``asyncio.run``), cut at its ``time_limit`` by real cancellation. Called
+inside a running event loop (an async test), they refuse with
+``ConfigurationError`` before anything runs, since ``asyncio.run`` cannot
+nest: there, ``await aperform(task, ...)`` runs one handler on the running
+loop.
+
+Sync handlers run inline, where nothing can interrupt them (ADR 0121): a run
 that returns after its task's ``time_limit`` gets the outcome a worker would
 have recorded at the limit (``retried``, or ``dead`` at the backstop, note
 ``time limit exceeded``), whatever the handler returned. Nobody can cancel a
@@ -44,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from ulid import ULID
 
 from venturi.errors import ConfigurationError
-from venturi.runtime.executor import execute
+from venturi.runtime.executor import aexecute, execute, refuse_inside_event_loop
 from venturi.runtime.runner import Runner, worker_id
 from venturi.serialization import decode_json
 from venturi.task import eager_session
@@ -109,6 +117,9 @@ def drain(
     served = app.served_kinds(kinds, who="drain")
     if not served:
         return []
+    tasks = app.tasks()
+    if any(tasks[kind].is_async for kind in served):
+        refuse_inside_event_loop("drain")  # before any claim, so no job is left claimed
     runner = Runner(app.backend, app.tasks(), kinds=served, worker_id=worker_id())
     request = runner.plan.request(free=1, running={}, is_renewed=False)
     assert request is not None  # one free slot, nothing running: every kind has room
@@ -145,11 +156,29 @@ def perform(task: Task[Any, Any], /, *args: Any, **kwargs: Any) -> Outcome:
     The arguments go through the same binding and JSON round trip as
     ``.delay()`` (so a call that could not be enqueued raises here too), and
     the handler's ending is mapped exactly as a worker maps it. The context is
-    that of a first run (``run_count=1``, no carry).
+    that of a first run (``run_count=1``, no carry). An ``async def`` handler
+    runs on a fresh event loop (``asyncio.run``); inside a running loop use
+    ``await aperform(...)``.
     """
-    payload = decode_json(task.new_job(args, kwargs).payload)
-    job = _claimed_job(str(ULID()), task.kind, payload, worker=worker_id())
+    return execute(task, _performed_job(task, args, kwargs)).outcome
+
+
+async def aperform(task: Task[Any, Any], /, *args: Any, **kwargs: Any) -> Outcome:
+    """``perform`` awaited on the running event loop, for async tests and handlers.
+
+    An ``async def`` handler is awaited here (its ``time_limit`` is checked
+    after the fact, like a sync handler's under ``perform``); a sync one runs
+    in this thread, blocking the loop meanwhile, as ``perform`` would.
+    """
+    job = _performed_job(task, args, kwargs)
+    if task.is_async:
+        return (await aexecute(task, job)).outcome
     return execute(task, job).outcome
+
+
+def _performed_job(task: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> ClaimedJob:
+    payload = decode_json(task.new_job(args, kwargs).payload)
+    return _claimed_job(str(ULID()), task.kind, payload, worker=worker_id())
 
 
 @contextmanager

@@ -7,6 +7,10 @@ The parts of one running ``Worker`` (threads named ``venturi-worker-...``):
   (``Waiter``, ADR 20) when there was less work than room;
 - **handlers** - ``concurrency`` threads, each running one job at a time (no
   thread per job), taking claimed jobs from one local queue;
+- **event loop** - when some served task is ``async def``: one thread owning
+  one asyncio loop, running up to ``async_concurrency`` async handlers at
+  once; it never runs a sync handler, and an async one never holds a handler
+  thread (runtime/aio.py, ADR 0126);
 - **committer** - the one path that records outcomes (ADR 0104);
 - **lease keeper** - renews held claims and sweeps expired ones (ADR 19, 0109);
 - **listener** - turns NOTIFY into wake-ups (ADR 0102);
@@ -22,7 +26,8 @@ discarded. That thread no longer counts against ``concurrency``: a
 replacement handler thread is started, for up to ``concurrency`` such
 abandoned threads at once. Beyond that no replacement is started and the
 slot stays taken until the abandoned handler returns, so a worker whose
-handlers all hang stops claiming instead of piling up threads.
+handlers all hang stops claiming instead of piling up threads. A coroutine can
+be cancelled, so an async run the worker ends is ended for real.
 
 The claim, the run and the record go through one ``Runner``, the same path
 ``run_once`` and ``venturi.testing.drain`` use.
@@ -30,6 +35,8 @@ The claim, the run and the record go through one ``Runner``, the same path
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import importlib.metadata
 import logging
 import queue
@@ -43,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.errors import BackendUnavailable, ConfigurationError
+from venturi.runtime.aio import EventLoopThread
+from venturi.runtime.claim_plan import ClaimPlan
 from venturi.runtime.committer import Committer
 from venturi.runtime.executor import (
     CANCELLED_NOTE,
@@ -78,6 +87,8 @@ logger = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT = 10.0
 #: How long stop() waits for handler threads to end once their jobs were released.
 _HANDLER_JOIN_TIMEOUT = 0.5
+#: How long stop() waits for the event loop to end once its runs were cancelled.
+_LOOP_JOIN_TIMEOUT = 1.0
 #: How often stop()'s wait for running handlers looks for a second signal.
 _GRACE_SLICE = 0.2
 #: The largest ``prefetch``: jobs are held only as long as 0.1 s of work, and no
@@ -85,6 +96,9 @@ _GRACE_SLICE = 0.2
 MAX_PREFETCH = 1000
 #: The longest the limits thread sleeps when no run has a deadline.
 _LIMITS_IDLE_WAIT = 1.0
+#: The default ``async_concurrency``: async handlers mostly wait on I/O, and each
+#: waiting one costs a coroutine, not a thread.
+DEFAULT_ASYNC_CONCURRENCY = 100
 
 
 @dataclass(slots=True)
@@ -108,6 +122,9 @@ class _InFlight:
     ended_by: str | None = None
     #: Whether a replacement thread took over this run's slot when it was ended.
     is_replaced: bool = False
+    #: An ``async def`` handler's run, on the event loop, as ``aio_task`` once started.
+    is_async: bool = False
+    aio_task: asyncio.Task[None] | None = None
 
     def deadline(self) -> tuple[float, str] | None:
         """The earliest ending the worker will impose, and its note; a cancel wins ties."""
@@ -140,6 +157,9 @@ class Worker:
             free handlers). Only as many are
             held as the handlers should start within 0.1 s at their recent
             pace, so long jobs are never held ahead (ADR 0114).
+        async_concurrency: ``async def`` handlers run at once on the worker's
+            event loop (default 100), apart from ``concurrency``; nothing is
+            claimed ahead for them (ADR 0126).
 
     Raises ``ConfigurationError`` for an unknown kind or an impossible setting.
 
@@ -162,11 +182,18 @@ class Worker:
         recovery_interval: float = 5.0,
         retention: timedelta | None = None,
         prefetch: int | None = None,
+        async_concurrency: int = DEFAULT_ASYNC_CONCURRENCY,
     ) -> None:
         if isinstance(kinds, str):
             raise ConfigurationError("kinds must be a collection of kinds, not one string")
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
+        if isinstance(async_concurrency, bool) or not (
+            isinstance(async_concurrency, int) and async_concurrency >= 1
+        ):
+            raise ConfigurationError(
+                f"async_concurrency must be an integer of at least 1, got {async_concurrency!r}"
+            )
         if grace < 0:
             raise ConfigurationError(f"grace must not be negative, got {grace}")
         if poll_interval <= 0:
@@ -185,6 +212,7 @@ class Worker:
         known = app.tasks()
         self.app = app
         self.concurrency = concurrency
+        self.async_concurrency = async_concurrency
         self.kinds: tuple[str, ...] = tuple(app.served_kinds(kinds, who="the worker"))
         self.grace = grace
         self.poll_interval = poll_interval
@@ -255,6 +283,15 @@ class Worker:
             ),
             prefetch=Prefetch(concurrency=self.concurrency, limit=self.prefetch),
         )
+        async_kinds = {kind for kind in self.kinds if runner.task(kind).is_async}
+        runtime.pools = [
+            _Pool(self._plan(runner, set(self.kinds) - async_kinds, self.concurrency)),
+            _Pool(self._plan(runner, async_kinds, self.async_concurrency), is_async=True),
+        ]
+        if async_kinds:
+            runtime.loop = EventLoopThread(
+                f"{name}-loop", describe=lambda task: self._describe(runtime, task)
+            )
         runtime.claiming = ServiceThread(f"{name}-claim", lambda: self._claim_step(runtime))
         runtime.handlers = _Handlers(
             lambda: self._handle_jobs(runtime),
@@ -288,13 +325,21 @@ class Worker:
             ServiceThread(f"{name}-registry", registration.step, on_exit=registration.deregister)
         )
         self._runtime = runtime
-        parts: list[Part] = [runtime.handlers, runtime.committer, *runtime.others, runtime.claiming]
+        loop: list[Part] = [runtime.loop] if runtime.loop is not None else []
+        parts: list[Part] = [
+            runtime.handlers,
+            *loop,
+            runtime.committer,
+            *runtime.others,
+            runtime.claiming,
+        ]
         for part in parts:
             part.start()
         logger.info(
-            "worker %s started: concurrency %d, kinds %s; venturi %s, database %s, prefix %s",
+            "worker %s started: concurrency %d%s, kinds %s; venturi %s, database %s, prefix %s",
             self.worker_id,
             self.concurrency,
+            f", async_concurrency {self.async_concurrency}" if async_kinds else "",
             ", ".join(self.kinds) or "(none)",
             _version(),
             location,
@@ -334,6 +379,10 @@ class Worker:
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT
         runtime.claiming.join(deadline)
         self._release_unfinished(runtime, deadline)
+        if runtime.loop is not None:
+            # Async runs still going were released just now: cancel them for real.
+            runtime.loop.request_stop()
+            runtime.loop.join(min(deadline, time.monotonic() + _LOOP_JOIN_TIMEOUT))
         runtime.handlers.request_stop()
         runtime.committer.request_stop()
         runtime.committer.join(deadline)
@@ -376,44 +425,71 @@ class Worker:
 
     # -- the claim loop ------------------------------------------------------------------
 
+    def _plan(self, runner: Runner, kinds: set[str], concurrency: int) -> ClaimPlan:
+        """The claims of one pool: its kinds, each cap counting that kind's runs (ADR 0126)."""
+        return ClaimPlan.for_tasks(
+            {kind: runner.task(kind) for kind in kinds}, concurrency=concurrency
+        )
+
     def _claim_step(self, runtime: _Runtime) -> float:
+        """One claim per pool with room (sync handlers, async handlers), then the wait."""
         runner, waiter = runtime.runner, runtime.waiter
         waiter.arm()
         with self._lock:
             if runtime.is_draining:
                 return 0.0
-            request = runner.plan.request(
-                free=self._room(runtime), running=runtime.running_by_kind, is_renewed=True
-            )
-        if request is None:
+            requests = [
+                (pool, request)
+                for pool in runtime.pools
+                if (
+                    request := pool.plan.request(
+                        free=self._room(runtime, pool),
+                        running=runtime.running_by_kind,
+                        is_renewed=True,
+                    )
+                )
+                is not None
+            ]
+        if not requests:
             # Not worth a claim yet (or every capped kind is full): a handler ending wakes us.
             waiter.wait(self.poll_interval)
             return 0.0
-        floors = runtime.floors.current(time.monotonic())
-        jobs = runner.claim(request, floors=floors)
-        runtime.floors.record(jobs, used=floors, limit=request.limit, now=time.monotonic())
-        if jobs:
-            self._dispatch(runtime, jobs)
-            # Yield the GIL so a handler starts its job now, not after this thread has
-            # prepared its next query (measured: 0.4 ms -> 0.15 ms from claim to start).
-            time.sleep(0)
-        if len(jobs) < request.limit:
-            waiter.wait(waiter.time_to_next_job(request.kinds))
+        short: list[str] = []
+        for pool, request in requests:
+            floors = pool.floors.current(time.monotonic())
+            jobs = runner.claim(request, floors=floors)
+            pool.floors.record(jobs, used=floors, limit=request.limit, now=time.monotonic())
+            if jobs:
+                self._dispatch(runtime, jobs, is_async=pool.is_async)
+                # Yield the GIL so a handler starts its job now, not after this thread has
+                # prepared its next query (measured: 0.4 ms -> 0.15 ms from claim to start).
+                time.sleep(0)
+            if len(jobs) < request.limit:
+                short.extend(request.kinds)
+        if short:
+            waiter.wait(waiter.time_to_next_job(short))
         return 0.0
 
-    def _room(self, runtime: _Runtime) -> int:
-        """Jobs worth claiming now (called under ``self._lock``); a slot whose
-        abandoned handler got no replacement is still taken."""
-        return runtime.runner.plan.room(
-            held=len(runtime.in_flight) + runtime.unreplaced, prefetch=runtime.prefetch
-        )
+    def _room(self, runtime: _Runtime, pool: _Pool) -> int:
+        """Jobs worth claiming now for ``pool`` (called under ``self._lock``).
 
-    def _dispatch(self, runtime: _Runtime, jobs: list[ClaimedJob]) -> None:
+        Sync handlers: a slot whose abandoned handler got no replacement is
+        still taken, and claims run ahead (ADR 0114). Async handlers: free
+        places on the loop, nothing held ahead, and only once half of them
+        are free, so that a busy loop is refilled by batches rather than by
+        one claim per run that ends.
+        """
+        if pool.is_async:
+            free = self.async_concurrency - runtime.held_async
+            return free if 2 * free >= self.async_concurrency else 0
+        held = len(runtime.in_flight) - runtime.held_async + runtime.unreplaced
+        return pool.plan.room(held=held, prefetch=runtime.prefetch)
+
+    def _dispatch(self, runtime: _Runtime, jobs: list[ClaimedJob], *, is_async: bool) -> None:
         runtime.keeper.hold(jobs)
         with self._lock:
             for job in jobs:
-                runtime.in_flight[job.claim.job_id] = _InFlight(job)
-                runtime.running_by_kind[job.kind] += 1
+                runtime.add(_InFlight(job, is_async=is_async))
         for job in jobs:
             logger.debug(
                 "claimed job %s (kind %s) run %d",
@@ -422,7 +498,13 @@ class Worker:
                 job.claim.run_count,
                 extra={"job_id": job.claim.job_id, "kind": job.kind},
             )
-            runtime.jobs.put(job)
+        if not is_async:
+            for job in jobs:
+                runtime.jobs.put(job)
+            return
+        assert runtime.loop is not None  # async kinds are served: the loop was built
+        for job in jobs:
+            runtime.loop.submit(functools.partial(self._start_async, runtime, job))
 
     # -- handlers ------------------------------------------------------------------------
 
@@ -431,55 +513,104 @@ class Worker:
             job = runtime.jobs.get()
             if job is None:
                 return
-            taken = time.monotonic()
-            job_id = job.claim.job_id
-            limit = runtime.runner.task(job.kind).options.time_limit
-            should_wake_limits = False
-            with self._lock:
-                entry = runtime.in_flight.get(job_id)
-                if entry is None or entry.job is not job or runtime.is_draining:
-                    # Claimed as the worker began stopping (it is released), or
-                    # cancelled before it started (the worker recorded it).
-                    continue
-                entry.is_running = True
-                entry.started = taken
-                if limit is not None:
-                    entry.time_limit_at = taken + limit.total_seconds()
-                    # Wake the limits thread only for a deadline before its next look.
-                    should_wake_limits = entry.time_limit_at < runtime.limits_wake_at
-            if entry.time_limit_at is not None:
-                runtime.keeper.set_deadline(job_id, entry.time_limit_at)
-                if should_wake_limits:
-                    runtime.limits_changed.set()
+            entry = self._begin_run(runtime, job)
+            if entry is None:
+                continue
             execution = self._execute(runtime, job, entry.is_cancelled)
-            with self._lock:
-                if runtime.in_flight.get(job_id) is entry:
-                    del runtime.in_flight[job_id]
-                    runtime.running_by_kind[job.kind] -= 1
-                # Busy time, not handler time: the GIL and bookkeeping are part of the pace.
-                runtime.prefetch.observe(time.monotonic() - taken)
-                self._changed.notify_all()
-                is_abandoned = entry.is_abandoned
-                if execution is not None and not is_abandoned:
-                    # Queued under the lock: stop() releases under it before it ends the
-                    # committer, so no outcome is produced after the committer's last batch.
-                    runtime.committer.put(execution)
-                # A thread whose slot was given to a replacement ends here; one whose
-                # slot was kept takes it back.
-                is_replaced = entry.ended_by is not None and entry.is_replaced
-                if entry.ended_by is not None:
-                    if is_replaced:
-                        runtime.replaced -= 1
-                    else:
-                        runtime.unreplaced -= 1
-                # Wake the claim loop only when a claim is due, not after every job.
-                should_claim = runtime.runner.plan.is_capped(job.kind) or self._room(runtime) > 0
-            if execution is not None and is_abandoned:
-                self._log_discarded(entry, execution)
-            elif should_claim:
-                runtime.waiter.wake()
-            if is_replaced:
+            if self._after_run(runtime, entry, execution):
                 return
+
+    def _start_async(self, runtime: _Runtime, job: ClaimedJob) -> None:
+        """On the event loop: start ``job``'s handler as a task, unless it was ended meanwhile.
+
+        The task is created in this same callback, so a cancellation asked for
+        once the run is marked running (a loop callback too) always finds it.
+        """
+        entry = self._begin_run(runtime, job)
+        if entry is None:
+            return
+        assert runtime.loop is not None
+        entry.aio_task = runtime.loop.create_task(self._run_async(runtime, entry))
+
+    async def _run_async(self, runtime: _Runtime, entry: _InFlight) -> None:
+        job = entry.job
+        execution: Execution | None
+        try:
+            execution = await runtime.runner.aexecute(job, cancelled=entry.is_cancelled)
+        except asyncio.CancelledError:
+            # The worker ended the run (time limit, cancel) or released it at stop,
+            # and recorded that itself.
+            execution = None
+        except BaseException:
+            execution = self._could_not_run(runtime, job)
+        self._after_run(runtime, entry, execution)
+
+    def _begin_run(self, runtime: _Runtime, job: ClaimedJob) -> _InFlight | None:
+        """Mark ``job`` running with its time limit set; None when it must not start."""
+        taken = time.monotonic()
+        job_id = job.claim.job_id
+        limit = runtime.runner.task(job.kind).options.time_limit
+        should_wake_limits = False
+        with self._lock:
+            entry = runtime.in_flight.get(job_id)
+            if entry is None or entry.job is not job or runtime.is_draining:
+                # Claimed as the worker began stopping (it is released), or
+                # cancelled before it started (the worker recorded it).
+                return None
+            entry.is_running = True
+            entry.started = taken
+            if limit is not None:
+                entry.time_limit_at = taken + limit.total_seconds()
+                # Wake the limits thread only for a deadline before its next look.
+                should_wake_limits = entry.time_limit_at < runtime.limits_wake_at
+        if entry.time_limit_at is not None:
+            runtime.keeper.set_deadline(job_id, entry.time_limit_at)
+            if should_wake_limits:
+                runtime.limits_changed.set()
+        return entry
+
+    def _after_run(self, runtime: _Runtime, entry: _InFlight, execution: Execution | None) -> bool:
+        """Hand the outcome to the committer unless the run was abandoned; returns whether
+        this handler thread was replaced (and so ends)."""
+        job = entry.job
+        with self._lock:
+            if runtime.in_flight.get(job.claim.job_id) is entry:
+                runtime.forget(entry)
+            if not entry.is_async:
+                # Busy time, not handler time: the GIL and bookkeeping are part of the pace.
+                runtime.prefetch.observe(time.monotonic() - entry.started)
+            self._changed.notify_all()
+            is_abandoned = entry.is_abandoned
+            if execution is not None and not is_abandoned:
+                # Queued under the lock: stop() releases under it before it ends the
+                # committer, so no outcome is produced after the committer's last batch.
+                runtime.committer.put(execution)
+            # A thread whose slot was given to a replacement ends here; one whose
+            # slot was kept takes it back. An async run holds no thread.
+            is_ended = entry.ended_by is not None and not entry.is_async
+            is_replaced = is_ended and entry.is_replaced
+            if is_ended:
+                if is_replaced:
+                    runtime.replaced -= 1
+                else:
+                    runtime.unreplaced -= 1
+            # Wake the claim loop only when a claim is due, not after every job.
+            pool = runtime.pools[entry.is_async]
+            should_claim = pool.plan.is_capped(job.kind) or self._room(runtime, pool) > 0
+        if execution is not None and is_abandoned:
+            self._log_discarded(entry, execution)
+        elif should_claim:
+            runtime.waiter.wake()
+        return is_replaced
+
+    def _describe(self, runtime: _Runtime, task: asyncio.Task[Any]) -> str | None:
+        """The async run ``task`` is, for the blocked-loop warning (any thread)."""
+        with self._lock:
+            for entry in runtime.in_flight.values():
+                if entry.aio_task is task:
+                    job = entry.job
+                    return f"job {job.claim.job_id} (kind {job.kind}) run {job.claim.run_count}"
+        return None
 
     @staticmethod
     def _log_discarded(entry: _InFlight, execution: Execution) -> None:
@@ -512,15 +643,18 @@ class Worker:
         try:
             return runtime.runner.execute(job, cancelled=cancelled)
         except BaseException:
-            # Only a bug in venturi gets here; the lease then lapses and recovery retries.
-            logger.exception(
-                "job %s (kind %s) could not be run",
-                job.claim.job_id,
-                job.kind,
-                extra={"job_id": job.claim.job_id, "kind": job.kind},
-            )
-            runtime.keeper.drop([job.claim.job_id])
-            return None
+            return self._could_not_run(runtime, job)
+
+    @staticmethod
+    def _could_not_run(runtime: _Runtime, job: ClaimedJob) -> None:
+        # Only a bug in venturi gets here; the lease then lapses and recovery retries.
+        logger.exception(
+            "job %s (kind %s) could not be run",
+            job.claim.job_id,
+            job.kind,
+            extra={"job_id": job.claim.job_id, "kind": job.kind},
+        )
+        runtime.keeper.drop([job.claim.job_id])
 
     # -- time limits and cancellation (ADR 0121) ------------------------------------------
 
@@ -543,12 +677,14 @@ class Worker:
                     entry.job.claim.run_count,
                     extra={"job_id": job_id, "kind": entry.job.kind},
                 )
-                if entry.is_running:
+                if entry.is_running and entry.is_async:
+                    # A coroutine can be cancelled for real: no grace to wait out.
+                    self._end_run(runtime, entry, CANCELLED_NOTE)
+                elif entry.is_running:
                     entry.cancel_at = now + grace
                     deadlines.append((job_id, entry.cancel_at))
                 elif not runtime.is_draining:  # when draining, release ends it dead
-                    del runtime.in_flight[job_id]
-                    runtime.running_by_kind[entry.job.kind] -= 1
+                    runtime.forget(entry)
                     runtime.committer.put(cancelled_by_worker(entry.job, now))
             self._changed.notify_all()
         for job_id, deadline in deadlines:
@@ -585,23 +721,35 @@ class Worker:
 
     def _end_run(self, runtime: _Runtime, entry: _InFlight, note: str) -> None:
         """Record ``entry``'s run as ended by the worker, and replace its thread when
-        allowed (under ``self._lock``, so stop() never misses a replacement)."""
+        allowed (under ``self._lock``, so stop() never misses a replacement); an
+        async run is cancelled instead, and its place on the loop is free at once."""
         job = entry.job
-        del runtime.in_flight[job.claim.job_id]
-        runtime.running_by_kind[job.kind] -= 1
+        runtime.forget(entry)
         entry.is_abandoned = True
         entry.ended_by = note
+        if note == CANCELLED_NOTE:
+            execution = cancelled_by_worker(job, entry.started)
+        else:
+            execution = time_limit_exceeded(runtime.runner.task(job.kind), job, entry.started)
+        runtime.committer.put(execution)
+        if entry.is_async:
+            assert runtime.loop is not None
+            runtime.loop.cancel(lambda: entry.aio_task)
+            logger.warning(
+                "job %s (kind %s) run %d ended by the worker (%s); its coroutine was cancelled",
+                job.claim.job_id,
+                job.kind,
+                job.claim.run_count,
+                note,
+                extra={"job_id": job.claim.job_id, "kind": job.kind},
+            )
+            return
         entry.is_replaced = not runtime.is_draining and runtime.replaced < self.concurrency
         if entry.is_replaced:
             runtime.replaced += 1
             runtime.handlers.add()
         else:
             runtime.unreplaced += 1
-        if note == CANCELLED_NOTE:
-            execution = cancelled_by_worker(job, entry.started)
-        else:
-            execution = time_limit_exceeded(runtime.runner.task(job.kind), job, entry.started)
-        runtime.committer.put(execution)
         logger.warning(
             "job %s (kind %s) run %d ended by the worker (%s); its handler thread is "
             "abandoned until it returns (%d abandoned, %d of them without a replacement)",
@@ -633,8 +781,7 @@ class Worker:
             for entry in unfinished:
                 entry.is_abandoned = True
                 if not entry.is_running:
-                    del runtime.in_flight[entry.job.claim.job_id]
-                    runtime.running_by_kind[entry.job.kind] -= 1
+                    runtime.forget(entry)
         if not unfinished:
             return
         claims = [entry.job.claim for entry in unfinished]
@@ -673,7 +820,10 @@ class _Runtime:
     committer: Committer
     prefetch: Prefetch
     jobs: queue.SimpleQueue[ClaimedJob | None] = field(default_factory=queue.SimpleQueue)
-    floors: ClaimFloors = field(default_factory=ClaimFloors)
+    #: The sync handlers' pool, then the async handlers' one (indexed by ``is_async``).
+    pools: list[_Pool] = field(default_factory=list)
+    #: The event loop thread, when some served task is ``async def``.
+    loop: EventLoopThread | None = None
     claiming: ServiceThread = field(init=False)
     handlers: _Handlers = field(init=False)
     #: The parts whose stop order does not matter: lease keeper, pruner, listener.
@@ -681,6 +831,8 @@ class _Runtime:
     #: Claimed jobs whose handler has not returned yet (running or queued locally).
     in_flight: dict[str, _InFlight] = field(default_factory=dict)
     running_by_kind: Counter[str] = field(default_factory=Counter)
+    #: How many of ``in_flight`` are async runs (they count against ``async_concurrency``).
+    held_async: int = 0
     is_draining: bool = False
     #: Abandoned handler threads still running (ADR 0121): with a replacement
     #: thread started (at most ``concurrency``), and without one (slot kept).
@@ -689,6 +841,31 @@ class _Runtime:
     #: Wakes the limits thread: a new deadline sooner than ``limits_wake_at``, or stop().
     limits_changed: threading.Event = field(default_factory=threading.Event)
     limits_wake_at: float = 0.0
+
+    def add(self, entry: _InFlight) -> None:
+        """Count a claimed job as held (under the worker's lock)."""
+        self.in_flight[entry.job.claim.job_id] = entry
+        self.running_by_kind[entry.job.kind] += 1
+        self.held_async += entry.is_async
+
+    def forget(self, entry: _InFlight) -> None:
+        """Stop counting a held job: its place (and its kind's cap) is free again."""
+        del self.in_flight[entry.job.claim.job_id]
+        self.running_by_kind[entry.job.kind] -= 1
+        self.held_async -= entry.is_async
+
+
+@dataclass(slots=True)
+class _Pool:
+    """Where one kind of handler runs (threads or the event loop), and how it is claimed for.
+
+    Each pool claims apart, with its own floors: a short claim of one must not
+    drop the other's (ADR 0115).
+    """
+
+    plan: ClaimPlan
+    is_async: bool = False
+    floors: ClaimFloors = field(default_factory=ClaimFloors)
 
 
 class _Handlers:

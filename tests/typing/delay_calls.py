@@ -44,3 +44,19 @@ async def enqueue_from_async_code() -> tuple[JobRef, JobRef, list[JobRef]]:
 
 def forgot_to_await() -> JobRef:
     return send.adelay("a@x.org", subject="hi")  # rejected
+
+
+@task(kind="typing.async")
+async def fetch(ctx: Context, url: str, *, retries: int = 0) -> bytes:
+    return url.encode()
+
+
+fetched: JobRef = fetch.delay("https://x.org", retries=2)
+fetch.delay(42)  # rejected
+fetch.delay("https://x.org", tries=2)  # rejected
+
+
+async def enqueue_an_async_task() -> tuple[bytes, JobRef]:
+    body: bytes = await fetch("https://x.org")
+    await fetch.adelay(b"x")  # rejected
+    return body, await fetch.adelay("https://x.org")

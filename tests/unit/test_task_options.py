@@ -180,11 +180,14 @@ def test_a_scheduled_handler_must_not_require_arguments() -> None:
     assert build(takes_none, schedule="0 3 * * *").options.schedule == "0 3 * * *"
 
 
-def test_async_handlers_are_refused_until_supported() -> None:
+def test_async_handlers_are_accepted_and_marked_async() -> None:
     async def handler(n: int) -> None: ...
 
-    with pytest.raises(ConfigurationError, match="coroutine"):
-        build(handler)
+    def plain(n: int) -> None: ...
+
+    assert build(handler).is_async
+    assert not build(plain).is_async
+    assert build(handler).binding.required == {"n"}
 
 
 # -- the context parameter -----------------------------------------------------------

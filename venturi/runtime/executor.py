@@ -47,10 +47,16 @@ limit, or one cancelled and still running a renewal interval later, itself
 (``time_limit_exceeded``, ``cancelled_by_worker``), and the handler's late
 outcome is then fenced out. ``execute`` applies the time limit after the fact,
 for callers that run handlers inline (``run_once``, ``venturi.testing``).
+
+An ``async def`` handler is awaited (``aexecute``) and its ending goes through
+the same mapping (``_conclude``). The worker can cancel a coroutine, so it
+ends an async run at its limit, or at a cancellation request, by real
+``asyncio`` cancellation (ADR 0126).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import traceback
@@ -61,7 +67,14 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.context import Cancelled, Context, Pause
-from venturi.errors import ArgumentsMismatch, Fail, InvalidPayload, Retry, describe_exception
+from venturi.errors import (
+    ArgumentsMismatch,
+    ConfigurationError,
+    Fail,
+    InvalidPayload,
+    Retry,
+    describe_exception,
+)
 from venturi.serialization import encode_json, is_storable_text
 from venturi.types import ClaimedJob, Finished, Outcome, OutcomeKind
 
@@ -108,8 +121,89 @@ def execute(
     Only ``KeyboardInterrupt`` and similar interpreter signals propagate;
     ``SystemExit`` raised by a handler is an ordinary failure. ``cancelled`` is
     what ``ctx.is_cancelled()`` reads (set by the worker, ADR 0121).
+
+    An ``async def`` handler runs here too, on a fresh event loop
+    (``asyncio.run``), cut at its ``time_limit`` by real cancellation; inside
+    a running event loop that is impossible and ``ConfigurationError`` is
+    raised before the handler starts (await ``aexecute`` there, ADR 0126).
+    """
+    if task.is_async:
+        return _run_on_own_loop(task, job, cancelled)
+    started = time.monotonic()
+    begun = _begin(task, job, cancelled, started)
+    if isinstance(begun, Execution):
+        return begun
+    ctx, call = begun
+    try:
+        result = call()
+    except (Exception, SystemExit) as exc:
+        return _conclude(task, job, ctx, started, error=exc)
+    return _conclude(task, job, ctx, started, result=result)
+
+
+async def aexecute(
+    task: Task[Any, Any], job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None
+) -> Execution:
+    """``execute`` for an ``async def`` handler, awaited on the running loop (ADR 0126).
+
+    The ending is mapped by the same code as a sync call's. A cancellation of
+    the awaiting task (the worker ending the run, or stopping) propagates as
+    ``asyncio.CancelledError``: its caller records the run. A
+    ``CancelledError`` the handler raised itself, while nobody cancelled the
+    task, is an ordinary failure.
     """
     started = time.monotonic()
+    begun = _begin(task, job, cancelled, started)
+    if isinstance(begun, Execution):
+        return begun
+    ctx, call = begun
+    try:
+        result = await call()
+    except (Exception, SystemExit) as exc:
+        return _conclude(task, job, ctx, started, error=exc)
+    except asyncio.CancelledError as exc:
+        current = asyncio.current_task()
+        if current is None or current.cancelling():
+            raise
+        return _conclude(task, job, ctx, started, error=exc)
+    return _conclude(task, job, ctx, started, result=result)
+
+
+def refuse_inside_event_loop(what: str) -> None:
+    """Raise ``ConfigurationError`` when this thread runs an event loop (``asyncio.run``
+    cannot start another): ``what`` names the call that wanted to run async handlers."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ConfigurationError(
+        f"{what} runs async handlers with asyncio.run, which cannot start inside a running "
+        "event loop; call it from synchronous code, or await venturi.testing.aperform(...)"
+    )
+
+
+def _run_on_own_loop(
+    task: Task[Any, Any], job: ClaimedJob, cancelled: Callable[[], bool] | None
+) -> Execution:
+    refuse_inside_event_loop(f"running the async handler of {task.kind!r} inline")
+    limit = task.options.time_limit
+    started = time.monotonic()
+
+    async def limited() -> Execution:
+        try:
+            async with asyncio.timeout(None if limit is None else limit.total_seconds()):
+                return await aexecute(task, job, cancelled=cancelled)
+        except TimeoutError:
+            return time_limit_exceeded(task, job, started)
+
+    return asyncio.run(limited())
+
+
+def _begin(
+    task: Task[Any, Any], job: ClaimedJob, cancelled: Callable[[], bool] | None, started: float
+) -> tuple[Context, Callable[[], Any]] | Execution:
+    """The run's context and its bound handler, or the ``dead`` run whose stored
+    payload or carry no longer fits the code (checked before the handler runs)."""
     try:
         carry = task.binding.decode_carry(job.carry)
     except Exception as exc:
@@ -130,22 +224,31 @@ def execute(
         # The row is kept dead, so an operator can retry it once the code fits again.
         note = f"the stored payload no longer fits the handler's signature: {exc}"
         return _ended(job, Outcome(OutcomeKind.DEAD, note=note, is_failure=True), started, exc)
-    error: BaseException | None = None
-    try:
-        result = call()
-    except Pause as pause:
-        outcome = Outcome(OutcomeKind.PAUSED, delay=pause.delay, eta=pause.until)
-    except Cancelled:
+    return ctx, call
+
+
+def _conclude(
+    task: Task[Any, Any],
+    job: ClaimedJob,
+    ctx: Context,
+    started: float,
+    *,
+    result: Any = None,
+    error: BaseException | None = None,
+) -> Execution:
+    """The one mapping of a handler's ending (``result``, or the ``error`` it raised)
+    to an ``Outcome``, for sync calls and awaited ones alike (table above)."""
+    if isinstance(error, Pause):
+        outcome = Outcome(OutcomeKind.PAUSED, delay=error.delay, eta=error.until)
+        error = None
+    elif isinstance(error, Cancelled):
         return _ended(job, Outcome(OutcomeKind.DEAD, note=CANCELLED_NOTE), started, None)
-    except Fail as exc:
-        error = exc
-        outcome = Outcome(OutcomeKind.DEAD, note=exc.message or "Fail", is_failure=True)
-    except Retry as exc:
-        error = exc
-        outcome = _failure(task, job, describe_exception(exc), delay=exc.delay)
-    except (Exception, SystemExit) as exc:
-        error = exc
-        outcome = _failure(task, job, describe_exception(exc))
+    elif isinstance(error, Fail):
+        outcome = Outcome(OutcomeKind.DEAD, note=error.message or "Fail", is_failure=True)
+    elif isinstance(error, Retry):
+        outcome = _failure(task, job, describe_exception(error), delay=error.delay)
+    elif error is not None:
+        outcome = _failure(task, job, describe_exception(error))
     else:
         outcome = Outcome(OutcomeKind.COMPLETED, note=_result_note(result))
     try:

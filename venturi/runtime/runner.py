@@ -1,7 +1,7 @@
 """The one claim -> execute -> record path of every consumer of jobs.
 
 The threaded worker calls its three steps from three places (claim loop,
-handlers, committer); ``Worker.run_once`` and ``venturi.testing.drain`` call
+handlers or its event loop, committer); ``Worker.run_once`` and ``venturi.testing.drain`` call
 ``run``, which does all three in the calling thread.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
-from venturi.runtime.executor import Execution, execute, record
+from venturi.runtime.executor import Execution, aexecute, execute, record
 from venturi.runtime.leases import LeaseKeeper
 from venturi.types import ClaimedJob, ClaimFloor
 
@@ -107,6 +107,12 @@ class Runner:
     def execute(self, job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None) -> Execution:
         """Run the job's handler in this thread (executor.py: it never raises for a handler)."""
         return execute(self._tasks[job.kind], job, cancelled=cancelled)
+
+    async def aexecute(
+        self, job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None
+    ) -> Execution:
+        """Await the job's ``async def`` handler on the running loop (``executor.aexecute``)."""
+        return await aexecute(self._tasks[job.kind], job, cancelled=cancelled)
 
     def record(self, executions: Sequence[Execution]) -> set[str]:
         """Write the outcomes in one fenced ``finish``; returns the ids written (ADR 0104)."""
