@@ -39,8 +39,15 @@ def sign_in(client: TestClient, root: str = "") -> str:
     return csrf_of(client.get(f"{root}/").text)
 
 
-def dead_job(app: venturi.App, db: Any, task: Any, note: str = "ValueError: boom") -> str:
-    """A job that failed for good, as a worker would have left it."""
+def dead_job(
+    app: venturi.App,
+    db: Any,
+    task: Any,
+    note: str = "ValueError: boom",
+    traceback: str | None = None,
+) -> str:
+    """A job that failed for good, as a worker would have left it (with the run's
+    traceback, when given)."""
     ref = task.delay("dead@example.org")
     db.execute(
         "UPDATE {{prefix}}_jobs SET status = 'dead', finished_at = now(), run_count = 1,"
@@ -48,11 +55,36 @@ def dead_job(app: venturi.App, db: Any, task: Any, note: str = "ValueError: boom
         (ref.id,),
     )
     db.execute(
-        "INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)"
-        " VALUES (%s, %s, 1, now(), 'dead', %s)",
-        (ref.id, task.kind, note),
+        "INSERT INTO {{prefix}}_journal"
+        " (job_id, kind, run_no, recorded_at, outcome, note, traceback)"
+        " VALUES (%s, %s, 1, now(), 'dead', %s, %s)",
+        (ref.id, task.kind, note, traceback),
     )
     return str(ref.id)
+
+
+def claimed_job(db: Any, task: Any) -> str:
+    """A job a worker is running, as its claim would have left it."""
+    ref = task.delay("running@example.org")
+    db.execute(
+        "UPDATE {{prefix}}_jobs SET status = 'claimed', run_count = 1,"
+        " claimed_by = 'web-1:4242', claim_expires_at = now() + interval '2 minutes'"
+        " WHERE id = %s",
+        (ref.id,),
+    )
+    return str(ref.id)
+
+
+def traceback_text(message: str = "ValueError: no such mailbox") -> str:
+    """A traceback as the executor stores it."""
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/mail.py", line 12, in send\n'
+        "    deliver(to)\n"
+        '  File "/srv/app/smtp.py", line 40, in deliver\n'
+        "    raise ValueError(message)\n"
+        f"{message}\n"
+    )
 
 
 class Served:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dashboard_support import BASE, csrf_of, dead_job
+from dashboard_support import BASE, claimed_job, csrf_of, dead_job
 from markupsafe import escape
 from starlette.testclient import TestClient
 
@@ -39,6 +39,38 @@ def test_cancel_makes_the_pending_job_dead(client, signed_in, app, db, tasks) ->
     row = db.one("SELECT status FROM {{prefix}}_jobs WHERE id = %s", (ref.id,))
     assert row["status"] == "dead"
     assert [e["note"] for e in db.journal(ref.id)] == ["cancelled"]
+
+
+def test_cancel_of_a_running_job_requests_cancellation(client, signed_in, db, tasks) -> None:
+    job_id = claimed_job(db, tasks["send"])
+    page = client.get(f"/jobs/{job_id}").text
+    form = re.search(rf'<form [^>]*action="/jobs/{job_id}/cancel"[^>]*>.*?</form>', page, re.S)
+    assert form is not None
+    assert 'data-confirm="Request cancellation of this running job?' in form.group(0)
+    assert "next lease renewal" in form.group(0)
+    assert ">Request cancellation</button>" in form.group(0)
+    answer = post(client, f"/jobs/{job_id}/cancel", csrf_of(page))
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/jobs/{job_id}?notice=cancel-requested"
+    row = db.one(
+        "SELECT status, cancel_requested_at IS NOT NULL AS requested FROM {{prefix}}_jobs"
+        " WHERE id = %s",
+        (job_id,),
+    )
+    assert row == {"status": "claimed", "requested": True}
+    assert db.journal(job_id) == []  # the run's ending will be the entry
+    shown = client.get(answer.headers["location"]).text
+    assert "Cancellation requested: the job&#39;s worker sees the request" in shown
+    assert "cancellation requested</span>" in shown
+    assert f'action="/jobs/{job_id}/cancel"' not in shown  # asked once is enough
+    assert "<dt>cancel requested</dt>" in shown
+
+
+def test_cancel_of_a_pending_job_asks_first_and_says_what_it_does(client, signed_in, tasks):
+    ref = tasks["send"].delay("a@example.org")
+    page = client.get(f"/jobs/{ref.id}").text
+    assert 'data-confirm="Cancel this pending job? It turns dead at once' in page
+    assert ">Cancel</button>" in page
 
 
 def test_retry_of_a_job_that_is_not_dead_is_refused_with_the_reason(client, signed_in, tasks, db):

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dashboard_support import TOKEN, dead_job, seed
+from dashboard_support import TOKEN, dead_job, seed, traceback_text
+from support import wait_until
 
 from venturi.dashboard import create_app
 
@@ -114,6 +115,38 @@ def test_a_click_on_a_job_opens_its_timeline(page, url, app, db, tasks) -> None:
     assert "SMTPServerDisconnected: connection lost" in entries.first.inner_text()
     assert "smtp.example.org" in entries.first.inner_text()
     screenshot(page, "job.png")
+
+
+def test_the_workers_page_lists_a_live_worker(page, url, app, db, tasks, start_worker) -> None:
+    seed(app, db, tasks)
+    start_worker(concurrency=8)
+    (info,) = wait_until(app.workers)
+    page.goto(f"{url}/workers")
+    row = page.locator("table.workers tbody tr")
+    assert row.count() == 1
+    text = row.inner_text()
+    assert info.id in text
+    assert "mail.send" in text
+    assert "/ 8" in text
+    page.wait_for_selector("#live-status.ok")
+    screenshot(page, "workers.png")
+
+
+def test_a_click_on_a_traceback_expands_it(page, url, app, db, tasks) -> None:
+    job_id = dead_job(
+        app, db, tasks["send"], note="ValueError: no such mailbox", traceback=traceback_text()
+    )
+    page.goto(f"{url}/jobs/{job_id}")
+    shown = page.locator("details.traceback pre")
+    assert not shown.is_visible()
+    page.click("details.traceback summary")
+    assert shown.is_visible()
+    assert "raise ValueError(message)" in shown.inner_text()
+    page.evaluate("document.activeElement.blur(); document.getElementById('job').dataset.old = 1")
+    swapped = "!document.getElementById('job').dataset.old"
+    wait_until(lambda: page.evaluate(swapped))  # a live refresh swapped the region
+    assert shown.is_visible()  # the reader's choice survived it
+    screenshot(page, "job-traceback.png")
 
 
 def test_retry_from_the_job_page_changes_the_row(page, url, app, db, tasks) -> None:

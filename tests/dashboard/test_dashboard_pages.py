@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 
-from dashboard_support import dead_job, seed
+from dashboard_support import dead_job, seed, traceback_text
 from starlette.testclient import TestClient
 from support import wait_until
 
 import venturi
+
+#: The start of mail.send's row in the overview's kinds table (warnings name kinds too).
+MAIL_SEND_ROW = '<a href="/jobs?kind=mail.send"><code>mail.send</code></a>'
 
 
 def test_overview_shows_counts_per_kind_and_status(client: TestClient, app, db, tasks) -> None:
@@ -16,7 +21,7 @@ def test_overview_shows_counts_per_kind_and_status(client: TestClient, app, db, 
     page = client.get("/")
     assert page.status_code == 200
     html = page.text
-    row = html[html.index("<code>mail.send</code>") :]
+    row = html[html.index(MAIL_SEND_ROW) :]
     row = row[: row.index("</tr>")]
     counts = re.findall(r'class="count s-(\w+)"[^>]*>(\d+)<', row)
     assert dict(counts) == {
@@ -46,7 +51,7 @@ def test_overview_flags_pending_kinds_this_app_has_no_task_for(client, app, db, 
     html = client.get("/").text
     assert "that this App has no task for" in html
     assert re.search(r'<tr class="flagged">\s*<td>\s*<a [^>]*><code>billing.invoice</code>', html)
-    assert "flagged" not in html[html.index("<code>mail.send</code>") - 200 :][:200]
+    assert "flagged" not in html[html.index(MAIL_SEND_ROW) - 200 :][:200]
 
 
 def test_overview_shows_the_oldest_eligible_age(client, app, db, tasks) -> None:
@@ -138,7 +143,7 @@ def test_pages_without_tasks_or_jobs_still_render(database_url: str, prefix: str
     db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs")
     empty = venturi.App(database_url, prefix=prefix, set_as_current=False)
     with TestClient(create_app(empty, read_only=True), base_url="http://127.0.0.1") as c:
-        for path in ("/", "/jobs", "/schedules", "/enqueue"):
+        for path in ("/", "/jobs", "/workers", "/schedules", "/enqueue"):
             assert c.get(path).status_code == 200, path
     empty.close()
 
@@ -156,3 +161,82 @@ def test_live_refresh_gets_the_same_page_with_fresh_rows(client, tasks) -> None:
     assert ref.id not in before
     assert 'id="jobs-list"' in after
     assert after.count("<table") == 1
+
+
+def test_workers_page_lists_each_live_worker_from_the_registry(client, app, start_worker):
+    worker = start_worker(concurrency=3)
+    (info,) = wait_until(app.workers)
+    html = client.get("/workers").text
+    row = html[html.rindex("<tr", 0, html.index(f"<code>{info.id}</code>")) :]
+    row = row[: row.index("</tr>")]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert cells[1] == socket.gethostname()
+    assert cells[2] == str(os.getpid())
+    assert re.findall(r"<code>([^<]+)</code>", cells[3]) == list(info.kinds)
+    assert {"mail.send", "reports.nightly"} <= set(info.kinds)
+    assert ">0 / 3<" in cells[4]
+    assert info.started_at.strftime("%Y-%m-%d %H:%M:%S") in cells[5]
+    assert cells[6] == info.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S")
+    assert re.fullmatch(r"\d+s", cells[7])
+    assert "1 live" in html
+    worker.stop(grace=5)
+    assert wait_until(lambda: "No live worker" in client.get("/workers").text)
+
+
+def test_overview_flags_kinds_no_live_worker_serves_apart_from_kinds_without_a_task(
+    client, app, db, tasks, start_worker
+) -> None:
+    seed(app, db, tasks)
+    html = client.get("/").text
+    no_worker = html[html.index("no live worker serves") :]
+    no_worker = no_worker[: no_worker.index("</p>")]
+    assert re.findall(r"<code>([^<]+)</code>", no_worker) == ["billing.invoice", "mail.send"]
+    mail_row = html[html.index(MAIL_SEND_ROW) :]
+    mail_row = mail_row[: mail_row.index("</td>")]
+    assert "no live worker" in mail_row
+    assert "no task" not in mail_row
+    start_worker()
+    wait_until(lambda: app.unserved_kinds() == ["billing.invoice"])
+
+    def flagged_by_workers() -> list[str] | None:
+        page = client.get("/").text
+        part = page[page.index("no live worker serves") :]
+        found = re.findall(r"<code>([^<]+)</code>", part[: part.index("</p>")])
+        return found if found == ["billing.invoice"] else None
+
+    assert wait_until(flagged_by_workers) == ["billing.invoice"]
+    html = client.get("/").text
+    assert "no live worker" not in html[html.index(MAIL_SEND_ROW) :][:400]
+    invoice = html[html.index("<code>billing.invoice</code></a>") :][:600]
+    assert "no task" in invoice
+    assert "no live worker" in invoice
+
+
+def test_job_page_shows_the_traceback_of_a_failed_run_collapsed_in_monospace(
+    client, app, db, tasks
+):
+    job_id = dead_job(app, db, tasks["send"], traceback=traceback_text())
+    html = client.get(f"/jobs/{job_id}").text
+    details = re.search(
+        r'<details id="traceback-\d+" class="traceback">(.*?)</details>', html, re.S
+    )
+    assert details is not None  # no "open": collapsed until clicked
+    assert "<summary>traceback</summary>" in details.group(1)
+    assert '<pre class="traceback">Traceback (most recent call last):' in details.group(1)
+    assert "raise ValueError(message)\nValueError: no such mailbox" in details.group(1)
+    plain = dead_job(app, db, tasks["send"])
+    assert "traceback" not in client.get(f"/jobs/{plain}").text.split('id="job"')[1]
+
+
+def test_a_traceback_longer_than_the_page_bound_keeps_its_end(client, app, db, tasks) -> None:
+    from venturi.dashboard.views import MAX_TRACEBACK_SHOWN
+
+    huge = "Traceback (most recent call last):\n" + "  frame\n" * 5000 + "KeyError: 'last'\n"
+    job_id = dead_job(app, db, tasks["send"], traceback=huge)
+    html = client.get(f"/jobs/{job_id}").text
+    shown = re.search(r'<pre class="traceback">(.*?)</pre>', html, re.S)
+    assert shown is not None
+    omitted = len(huge) - MAX_TRACEBACK_SHOWN
+    assert shown.group(1).startswith(f"[{omitted} characters of outer frames not shown]\n")
+    assert shown.group(1).endswith("KeyError: &#39;last&#39;\n")
+    assert len(shown.group(1)) < MAX_TRACEBACK_SHOWN + 200

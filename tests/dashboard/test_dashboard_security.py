@@ -5,14 +5,17 @@ Every refused change is checked against the rows: nothing written.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
-from dashboard_support import BASE, TOKEN, csrf_of, dead_job, sign_in
+from dashboard_support import BASE, TOKEN, claimed_job, csrf_of, dead_job, sign_in
 from starlette.testclient import TestClient
 
 import venturi
 from venturi.cli import build_parser, main
 from venturi.dashboard import create_app
 from venturi.errors import ConfigurationError
+from venturi.types import WorkerRegistration
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -27,10 +30,11 @@ def post(client: TestClient, path: str, fields: dict[str, str], headers=None):
     )
 
 
-def every_change(job_id: str, csrf: str) -> list[tuple[str, dict[str, str]]]:
+def every_change(job_id: str, running_id: str, csrf: str) -> list[tuple[str, dict[str, str]]]:
     return [
         (f"/jobs/{job_id}/retry", {"csrf": csrf}),
         (f"/jobs/{job_id}/cancel", {"csrf": csrf}),
+        (f"/jobs/{running_id}/cancel", {"csrf": csrf}),
         ("/jobs/bulk", {"csrf": csrf, "action": "retry", "kind": "", "note": ""}),
         ("/jobs/bulk", {"csrf": csrf, "action": "cancel", "kind": "", "note": ""}),
         ("/enqueue", {"csrf": csrf, "kind": "mail.send", "args": '["a"]', "kwargs": "{}"}),
@@ -39,7 +43,11 @@ def every_change(job_id: str, csrf: str) -> list[tuple[str, dict[str, str]]]:
 
 @pytest.fixture
 def rows(app, db, tasks) -> dict[str, str]:
-    return {"dead": dead_job(app, db, tasks["send"]), "pending": tasks["send"].delay("p").id}
+    return {
+        "dead": dead_job(app, db, tasks["send"]),
+        "pending": tasks["send"].delay("p").id,
+        "claimed": claimed_job(db, tasks["send"]),
+    }
 
 
 def test_without_sign_in_no_action_is_offered_and_every_change_is_refused(client, rows, db) -> None:
@@ -48,7 +56,9 @@ def test_without_sign_in_no_action_is_offered_and_every_change_is_refused(client
     assert "Sign in to make changes" in page
     assert 'name="kwargs"' not in client.get("/enqueue").text
     before = snapshot(db)
-    for path, fields in every_change(rows["dead"], csrf_of(client.get("/login").text)):
+    for path, fields in every_change(
+        rows["dead"], rows["claimed"], csrf_of(client.get("/login").text)
+    ):
         assert post(client, path, fields).status_code == 403, path
     assert client.get("/jobs/bulk", params={"action": "retry"}).status_code == 403
     assert snapshot(db) == before
@@ -73,9 +83,12 @@ def test_read_only_shows_no_action_and_refuses_every_change(app, tasks, rows, db
         assert 'method="post"' not in client.get("/jobs", params={"status": "dead"}).text
         assert "Retry all" not in client.get("/jobs", params={"status": "dead"}).text
         assert 'name="kwargs"' not in client.get("/enqueue").text
+        running = client.get(f"/jobs/{rows['claimed']}").text
+        assert "Request cancellation" not in running
+        assert 'method="post"' not in running
         assert client.get("/login").status_code == 404
         before = snapshot(db)
-        for path, fields in every_change(rows["dead"], "anything"):
+        for path, fields in every_change(rows["dead"], rows["claimed"], "anything"):
             answer = post(client, path, fields)
             assert answer.status_code == 403, path
             assert "read-only" in answer.text
@@ -86,9 +99,9 @@ def test_read_only_shows_no_action_and_refuses_every_change(app, tasks, rows, db
 def test_changes_need_the_session_csrf_token(client, signed_in, rows, db) -> None:
     before = snapshot(db)
     for csrf in ("", "0" * 64, signed_in[:-1] + ("0" if signed_in[-1] != "0" else "1")):
-        for path, fields in every_change(rows["dead"], csrf):
+        for path, fields in every_change(rows["dead"], rows["claimed"], csrf):
             assert post(client, path, fields).status_code == 403, (path, csrf)
-    for path, fields in every_change(rows["dead"], "x"):
+    for path, fields in every_change(rows["dead"], rows["claimed"], "x"):
         del fields["csrf"]
         assert post(client, path, fields).status_code == 403, path
     assert snapshot(db) == before
@@ -217,6 +230,37 @@ def test_hostile_kinds_notes_payloads_and_attachments_render_as_text(client, app
     assert "&lt;b onmouseover=alert(4)&gt;" in detail
 
 
+def test_hostile_worker_kinds_and_tracebacks_render_as_text(client, app, db, tasks) -> None:
+    app.backend.register_worker(
+        WorkerRegistration(
+            id=f"{HOSTILE}:1", version="<i>9</i>", kinds=(HOSTILE, "<img src=x>"), concurrency=2
+        ),
+        expires_in=timedelta(minutes=5),
+    )
+    job_id = dead_job(
+        app, db, tasks["send"], traceback=f"Traceback:\n</pre></details>{HOSTILE}\n<img src=x>"
+    )
+    hostile_kind = venturi.App(app.database_url, prefix=app.prefix, set_as_current=False)
+
+    @hostile_kind.task(kind=HOSTILE)
+    def hostile(html: str) -> None:
+        return None
+
+    hostile.delay("x")
+    hostile_kind.close()
+    workers = client.get("/workers").text
+    job = client.get(f"/jobs/{job_id}").text
+    overview = client.get("/").text
+    for html in (workers, job, overview):
+        assert "<script>alert" not in html
+        assert "<img src=x>" not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x&gt;" in workers
+    assert "&lt;i&gt;9&lt;/i&gt;" in workers
+    assert "&lt;/pre&gt;&lt;/details&gt;&lt;script&gt;alert(1)" in job
+    assert "no live worker serves" not in overview  # the hostile worker serves that kind
+
+
 def test_security_headers_are_on_every_response(client, signed_in, rows) -> None:
     responses = [
         client.get("/"),
@@ -224,6 +268,7 @@ def test_security_headers_are_on_every_response(client, signed_in, rows) -> None
         client.get(f"/jobs/{rows['dead']}"),
         client.get("/jobs/01NOSUCHJOB000000000000000"),
         client.get("/schedules"),
+        client.get("/workers"),
         client.get("/static/dashboard.css"),
         client.get("/static/live.js"),
         post(client, f"/jobs/{rows['dead']}/retry", {"csrf": "wrong"}),
@@ -240,7 +285,16 @@ def test_security_headers_are_on_every_response(client, signed_in, rows) -> None
 
 
 def test_pages_have_no_inline_script_or_style(client, signed_in, rows) -> None:
-    for path in ("/", "/jobs", f"/jobs/{rows['dead']}", "/schedules", "/enqueue", "/login"):
+    for path in (
+        "/",
+        "/jobs",
+        f"/jobs/{rows['dead']}",
+        f"/jobs/{rows['claimed']}",
+        "/workers",
+        "/schedules",
+        "/enqueue",
+        "/login",
+    ):
         html = client.get(path).text
         assert "<script>" not in html
         assert " style=" not in html

@@ -13,10 +13,13 @@ from typing import Any
 
 import orjson
 
-from venturi.types import MinuteCounts, Stats, Status, Throughput
+from venturi.types import MinuteCounts, Stats, Status, Throughput, WorkerInfo
 
 #: The chart's span: this minute and the 59 before it.
 CHART_MINUTES = 60
+#: Characters of one traceback a page shows at most. Workers bound what they store
+#: (ADR 0121), but the column itself is unbounded text, so the page bounds it too.
+MAX_TRACEBACK_SHOWN = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +52,25 @@ class KindRow:
     scheduled: int
     oldest_eligible_age: timedelta | None
     is_served: bool
+    #: Due pending jobs and no live worker serving the kind (``App.unserved_kinds``).
+    has_no_live_worker: bool
     chart: Chart
 
     @property
     def is_unserved_with_pending(self) -> bool:
-        """Pending work that no task of this App can run: a typo, or a worker that is gone."""
+        """Pending work that no task of this App can run: a typo, or a task module gone."""
         return not self.is_served and self.counts.get(Status.PENDING, 0) > 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """A live worker as the workers page shows it; ages are as of the page's render."""
+
+    info: WorkerInfo
+    host: str
+    pid: str
+    uptime: timedelta
+    heartbeat_age: timedelta
 
 
 def chart(counts: Iterable[MinuteCounts], current_minute: datetime, *, height: float = 40) -> Chart:
@@ -84,8 +100,14 @@ def chart(counts: Iterable[MinuteCounts], current_minute: datetime, *, height: f
     return Chart(bars, CHART_MINUTES * bar_width, height, bar_width, peak, sum(done), sum(dead))
 
 
-def kind_rows(stats: Stats, throughput: Throughput, served: Collection[str]) -> list[KindRow]:
-    """Every kind with rows or a task, unserved kinds with pending work first."""
+def kind_rows(
+    stats: Stats,
+    throughput: Throughput,
+    served: Collection[str],
+    without_worker: Collection[str],
+) -> list[KindRow]:
+    """Every kind with rows or a task; kinds this App has no task for come first, then
+    kinds no live worker serves."""
     by_kind = {k.kind: k for k in stats.kinds}
     rows = []
     for kind in sorted(set(by_kind) | set(served)):
@@ -97,13 +119,40 @@ def kind_rows(stats: Stats, throughput: Throughput, served: Collection[str]) -> 
                 scheduled=found.scheduled if found is not None else 0,
                 oldest_eligible_age=found.oldest_eligible_age if found is not None else None,
                 is_served=kind in served,
+                has_no_live_worker=kind in without_worker,
                 chart=chart(
                     (m for m in throughput.minutes if m.kind == kind), throughput.current_minute
                 ),
             )
         )
-    rows.sort(key=lambda row: not row.is_unserved_with_pending)
+    rows.sort(key=lambda row: (not row.is_unserved_with_pending, not row.has_no_live_worker))
     return rows
+
+
+def worker_rows(workers: Iterable[WorkerInfo], now: datetime) -> list[WorkerRow]:
+    """The registry's entries with host and pid split out of the id (``host:pid[#n]``)."""
+    rows = []
+    for info in workers:
+        host, _, pid = info.claimed_by.rpartition(":")
+        rows.append(
+            WorkerRow(
+                info=info,
+                host=host or info.claimed_by,
+                pid=pid if host else "",
+                uptime=now - info.started_at,
+                heartbeat_age=now - info.heartbeat_at,
+            )
+        )
+    return rows
+
+
+def bounded_traceback(text: str) -> str:
+    """At most ``MAX_TRACEBACK_SHOWN`` characters, keeping the end (innermost frames and
+    the exception, what one reads first), as the workers bound what they store."""
+    if len(text) <= MAX_TRACEBACK_SHOWN:
+        return text
+    omitted = len(text) - MAX_TRACEBACK_SHOWN
+    return f"[{omitted} characters of outer frames not shown]\n{text[-MAX_TRACEBACK_SHOWN:]}"
 
 
 def totals(stats: Stats) -> dict[Status, int]:

@@ -59,11 +59,12 @@ SCHEDULE_TICKS = 5
 #: Form bodies are a few fields; anything larger is refused before parsing.
 MAX_FORM_BYTES = 64 * 1024
 
-#: The navigation, in order: (route name, label). The workers and workflows pages
-#: slot in here when the core can answer them.
+#: The navigation, in order: (route name, label). SLOT: the workflows page (results
+#: and workflows, V6) goes after "schedules", one route and one template.
 NAVIGATION = (
     ("overview", "Overview"),
     ("jobs", "Jobs"),
+    ("workers", "Workers"),
     ("schedules", "Schedules"),
     ("enqueue", "Enqueue"),
 )
@@ -72,6 +73,11 @@ NAVIGATION = (
 NOTICES = {
     "retried": "Retried: the job is pending again, eligible now.",
     "cancelled": "Cancelled: the job is dead with the note 'cancelled'.",
+    "cancel-requested": (
+        "Cancellation requested: the job's worker sees the request at its next lease "
+        "renewal and ends the run dead, note 'cancelled' (a run that completes first "
+        "stays completed)."
+    ),
     "enqueued": "Enqueued.",
     "bulk-retried": "Retried {n} job(s).",
     "bulk-cancelled": "Cancelled {n} job(s).",
@@ -117,7 +123,10 @@ class Dashboard:
             undefined=jinja2.StrictUndefined,
         )
         self.templates.filters.update(
-            age=views.format_age, time=views.format_time, json=views.format_json
+            age=views.format_age,
+            time=views.format_time,
+            json=views.format_json,
+            traceback=views.bounded_traceback,
         )
 
     # -- reads (shared) --------------------------------------------------------------
@@ -237,8 +246,9 @@ async def overview(request: Request) -> Response:
     throughput = await board.read(
         ("throughput",), lambda: app.throughput(timedelta(minutes=views.CHART_MINUTES - 1))
     )
+    without_worker = await board.read(("unserved_kinds",), app.unserved_kinds)
     served = set(app.tasks())
-    rows = views.kind_rows(stats, throughput, served)
+    rows = views.kind_rows(stats, throughput, served, without_worker)
     every = views.chart(throughput.minutes, throughput.current_minute, height=80)
     return board.render(
         request,
@@ -251,6 +261,7 @@ async def overview(request: Request) -> Response:
             "oldest": stats.oldest_eligible_age,
             "statuses": list(Status),
             "unserved": [r.kind for r in rows if r.is_unserved_with_pending],
+            "without_worker": without_worker,
         },
     )
 
@@ -308,6 +319,13 @@ async def job(request: Request) -> Response:
     except JobNotFound:
         return board.error(request, 404, "Not found", f"No job with id {job_id!r}.")
     return board.render(request, "job.html", {"page": "jobs", "detail": detail})
+
+
+async def workers(request: Request) -> Response:
+    board = _board(request)
+    found = await board.read(("workers",), board.app.workers)
+    rows = views.worker_rows(found, datetime.now(UTC))
+    return board.render(request, "workers.html", {"page": "workers", "workers": rows})
 
 
 async def schedules(request: Request) -> Response:
@@ -375,14 +393,17 @@ async def _job_action(request: Request, action: str) -> Response:
     job_id = request.path_params["job_id"]
     operation = board.app.retry if action == "retry" else board.app.cancel
     try:
-        await run_in_threadpool(operation, job_id)
+        row = await run_in_threadpool(operation, job_id)
     except JobNotFound:
         return board.error(request, 404, "Not found", f"No job with id {job_id!r}.")
     except InvalidState as exc:
         return board.error(request, 409, f"Cannot {action}", str(exc))
     finally:
         board.cache.clear()
-    notice = "retried" if action == "retry" else "cancelled"
+    if action == "retry":
+        notice = "retried"
+    else:
+        notice = "cancel-requested" if row.status == Status.CLAIMED else "cancelled"
     return _see(request, "job", f"notice={notice}", job_id=job_id)
 
 
@@ -637,6 +658,7 @@ def create_app(
         Route("/jobs/{job_id}", job, name="job"),
         Route("/jobs/{job_id}/retry", retry, methods=["POST"], name="retry"),
         Route("/jobs/{job_id}/cancel", cancel, methods=["POST"], name="cancel"),
+        Route("/workers", workers, name="workers"),
         Route("/schedules", schedules, name="schedules"),
         Route("/enqueue", enqueue_form, name="enqueue"),
         Route("/enqueue", enqueue, methods=["POST"], name="enqueue_post"),

@@ -1,9 +1,15 @@
 // Live updates without a reload: every few seconds, fetch this same page and swap
 // each [data-live] region for its fresh copy. The server renders (and escapes)
 // everything; nothing here builds HTML from data. A region holding the focused
-// element is left alone so a click or a keystroke is never lost mid-swap.
+// element is left alone so a click or a keystroke is never lost mid-swap, and a
+// <details> keeps the open state the reader gave it.
 (function () {
   "use strict";
+  // A form with data-confirm asks first (the text says what the change does).
+  document.addEventListener("submit", function (event) {
+    var question = event.target.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) { event.preventDefault(); }
+  });
   var seconds = Number(document.body.getAttribute("data-live-interval") || "0");
   var status = document.getElementById("live-status");
   if (!(seconds > 0) || !document.querySelector("[data-live]")) {
@@ -17,6 +23,14 @@
       status.textContent = text;
       status.className = "live " + state;
     }
+  }
+
+  // A <details> the reader opened (or closed) stays so across swaps.
+  function keepOpenState(region, copy) {
+    region.querySelectorAll("details[id]").forEach(function (old) {
+      var same = copy.querySelector("#" + CSS.escape(old.id));
+      if (same) { same.open = old.open; }
+    });
   }
 
   function refresh() {
@@ -34,7 +48,9 @@
       document.querySelectorAll("[data-live]").forEach(function (region) {
         var replacement = fresh.getElementById(region.id);
         if (replacement && !region.contains(document.activeElement)) {
-          region.replaceWith(document.importNode(replacement, true));
+          var copy = document.importNode(replacement, true);
+          keepOpenState(region, copy);
+          region.replaceWith(copy);
         }
       });
       show("live · " + new Date().toLocaleTimeString(), "ok");
