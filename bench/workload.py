@@ -24,6 +24,8 @@ DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 NOOP_KIND = "bench.noop"
 #: Pickup-latency probes: the handler returns its start time (time.time()).
 STAMP_KIND = "bench.stamp"
+#: Result-latency probes: the handler returns the time it returned at.
+RESULT_KIND = "bench.result_probe"
 
 
 def database_url(explicit: str | None) -> str:

@@ -4,7 +4,15 @@ from venturi.app import App
 from venturi.backoff import Exponential
 from venturi.beat import Beat
 from venturi.context import Context
-from venturi.errors import Fail, Retry, VenturiError
+from venturi.errors import (
+    Fail,
+    JobFailed,
+    JobNotFound,
+    ResultTimeout,
+    ResultUnavailable,
+    Retry,
+    VenturiError,
+)
 from venturi.merge import Merge
 from venturi.task import Task, task
 from venturi.types import JobRef, Outcome, OutcomeKind, Priority, Status
@@ -16,11 +24,15 @@ __all__ = [
     "Context",
     "Exponential",
     "Fail",
+    "JobFailed",
+    "JobNotFound",
     "JobRef",
     "Merge",
     "Outcome",
     "OutcomeKind",
     "Priority",
+    "ResultTimeout",
+    "ResultUnavailable",
     "Retry",
     "Status",
     "Task",
