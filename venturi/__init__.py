@@ -17,6 +17,7 @@ from venturi.merge import Merge
 from venturi.task import Task, task
 from venturi.types import JobRef, Outcome, OutcomeKind, Priority, Status
 from venturi.worker import Worker
+from venturi.workflows import group
 
 __all__ = [
     "App",
@@ -38,5 +39,6 @@ __all__ = [
     "Task",
     "VenturiError",
     "Worker",
+    "group",
     "task",
 ]

@@ -48,6 +48,7 @@ from venturi.types import (
     Priority,
     ResultSource,
 )
+from venturi.workflows import Signature
 
 logger = logging.getLogger(__name__)
 
@@ -348,6 +349,17 @@ class Task(Generic[P, R]):
         for batch in self._batches(items, batch_size):
             refs.extend(await self._aenqueue(batch, connection))
         return self._with_source(refs)
+
+    # -- signatures (SPEC 5.4) --------------------------------------------------------
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A deferred call that receives its parent's result as its first positional
+        argument; checked against the handler now (``ArgumentsMismatch``, ``InvalidPayload``)."""
+        return Signature.build(self, args, kwargs, immutable=False)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable deferred call: it never receives a parent's result; checked now."""
+        return Signature.build(self, args, kwargs, immutable=True)
 
     # -- retries -------------------------------------------------------------------
 
