@@ -10,7 +10,8 @@ python bench/result_bench.py [--base-commit REV] [--jobs 20000] [--rounds 3] [--
   temporary directory; its worker runs ``bench/worker_app.py`` with that
   directory first on ``PYTHONPATH``, on a prefix migrated by that code (V1-V5).
   The current code's worker drains a prefix migrated to V6. Rounds alternate
-  (before, after, before, ...), so both see the same machine; the best round
+  (before then after, after then before, ...), so both see the same machine
+  and neither always goes first; the best round
   of each is kept (interference only slows a round down). Timed by the
   database, as ``run.py``'s drains: jobs over the span of their ``completed``
   journal entries.
@@ -183,7 +184,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="venturi-base-") as base:
         base_path = export(args.base_commit, Path(base))
         for round_no in range(args.rounds):
-            for name, path in (("before", base_path), ("after", None)):
+            order = [("before", base_path), ("after", None)]
+            # Swap who goes first every round: the second drain of a pair runs on a
+            # server still writing out the first one's WAL and dropping its tables.
+            for name, path in order if round_no % 2 == 0 else order[::-1]:
                 sample = drain(url, path, args.jobs, log_dir)
                 samples[name].append(sample)
                 print(f"round {round_no + 1} {name}: {sample}", file=sys.stderr)
