@@ -125,7 +125,9 @@ def fresh_prefix(url: str) -> Iterator[Prefix]:
 class WorkerProcess:
     """``worker_app.py`` in a subprocess; ``stop()`` sends SIGTERM (a graceful stop)."""
 
-    def __init__(self, prefix: Prefix, concurrency: int, log_dir: Path) -> None:
+    def __init__(
+        self, prefix: Prefix, concurrency: int, log_dir: Path, env: dict[str, str] | None = None
+    ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"worker-{prefix.value}-c{concurrency}.log"
         self._log = self.log_path.open("wb")
@@ -142,7 +144,7 @@ class WorkerProcess:
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env=env if env is not None else {**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self.pid = self.process.pid
 
@@ -165,8 +167,11 @@ class WorkerProcess:
 
 
 @contextmanager
-def worker(prefix: Prefix, concurrency: int, log_dir: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(prefix, concurrency, log_dir)
+def worker(
+    prefix: Prefix, concurrency: int, log_dir: Path, env: dict[str, str] | None = None
+) -> Iterator[WorkerProcess]:
+    """``env``: the worker's environment (default: this one's), e.g. another ``PYTHONPATH``."""
+    process = WorkerProcess(prefix, concurrency, log_dir, env)
     try:
         yield process
     finally:

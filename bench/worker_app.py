@@ -1,4 +1,4 @@
-"""The benchmark's venturi App: no-op tasks (sync and async), a timestamping task, a worker.
+"""The benchmark's venturi App: no-op tasks (sync and async), timestamping tasks, a worker.
 
 The benchmark process imports ``build_app`` to enqueue; it starts this file
 as a subprocess to drain, so the worker is measured as users run it (its own
@@ -14,7 +14,7 @@ import time
 from contextlib import closing
 from typing import Any
 
-from workload import ASYNC_NOOP_KIND, NOOP_KIND, STAMP_KIND
+from workload import ASYNC_NOOP_KIND, NOOP_KIND, RESULT_KIND, STAMP_KIND
 
 import venturi
 from venturi.worker import Worker
@@ -33,14 +33,23 @@ def stamp(n: int) -> float:
     return time.time()
 
 
+def result_probe(n: int) -> float:
+    """Result-latency probe (bench/result_bench.py): works 50 ms, so its waiter is already
+    waiting, then returns the time it returned at."""
+    time.sleep(0.05)
+    return time.time()
+
+
 def build_app(
     url: str, prefix: str, *, direct_url: str | None = None
 ) -> tuple[venturi.App, Any, Any, Any]:
     """An App on ``prefix`` with the benchmark tasks; returns (app, noop, stamp, anoop).
 
+    ``bench.result_probe`` is registered too (``app.tasks()[RESULT_KIND]``);
     ``direct_url``: ``url`` is PgBouncer in transaction mode (ADR 0123).
     """
     app = venturi.App(url, prefix=prefix, direct_url=direct_url, set_as_current=False)
+    app.task(kind=RESULT_KIND)(result_probe)
     return (
         app,
         app.task(kind=NOOP_KIND)(noop),

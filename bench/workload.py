@@ -26,6 +26,8 @@ NOOP_KIND = "bench.noop"
 ASYNC_NOOP_KIND = "bench.anoop"
 #: Pickup-latency probes: the handler returns its start time (time.time()).
 STAMP_KIND = "bench.stamp"
+#: Result-latency probes: the handler returns the time it returned at.
+RESULT_KIND = "bench.result_probe"
 
 
 def database_url(explicit: str | None) -> str:

@@ -4,11 +4,20 @@ from venturi.app import App
 from venturi.backoff import Exponential
 from venturi.beat import Beat
 from venturi.context import Context
-from venturi.errors import Fail, Retry, VenturiError
+from venturi.errors import (
+    Fail,
+    JobFailed,
+    JobNotFound,
+    ResultTimeout,
+    ResultUnavailable,
+    Retry,
+    VenturiError,
+)
 from venturi.merge import Merge
 from venturi.task import Task, task
 from venturi.types import JobRef, Outcome, OutcomeKind, Priority, Status
 from venturi.worker import Worker
+from venturi.workflows import group
 
 __all__ = [
     "App",
@@ -16,15 +25,20 @@ __all__ = [
     "Context",
     "Exponential",
     "Fail",
+    "JobFailed",
+    "JobNotFound",
     "JobRef",
     "Merge",
     "Outcome",
     "OutcomeKind",
     "Priority",
+    "ResultTimeout",
+    "ResultUnavailable",
     "Retry",
     "Status",
     "Task",
     "VenturiError",
     "Worker",
+    "group",
     "task",
 ]

@@ -7,6 +7,7 @@ user's module opens no connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -20,6 +21,7 @@ from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
 from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.options import TaskOptions
 from venturi.registry import Registry, default_registry, set_current_app
+from venturi.results import DEFAULT_RESULT_MAX_BYTES, status_of, wait_for_result
 from venturi.schedule import Schedule
 from venturi.serialization import is_storable_text
 from venturi.task import Task, TaskDecorator
@@ -88,6 +90,9 @@ class App:
         backend: a ready ``Backend`` (tests, other adapters); overrides the settings above.
         set_as_current: make this the App that default-registry tasks
             (``@venturi.task``) enqueue through, like Celery's ``current_app``.
+        result_max_bytes: the largest result (UTF-8 bytes of its JSON) the
+            default adapter stores (ADR 0124; default 1 MiB); a larger one is
+            not stored, the job still completes and its note says so.
 
     Example::
 
@@ -104,8 +109,10 @@ class App:
         transaction_pooling: bool | None = None,
         backend: Backend | None = None,
         set_as_current: bool = True,
+        result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
     ) -> None:
         self.prefix = Prefix.parse(prefix).value
+        self.result_max_bytes = result_max_bytes
         self.database_url = database_url
         self.direct_url = direct_url
         self.transaction_pooling = transaction_pooling
@@ -162,7 +169,11 @@ class App:
         if pooling is None and os.environ.get(TRANSACTION_POOLING_ENV):
             pooling = os.environ[TRANSACTION_POOLING_ENV].strip().lower() in ("1", "true", "yes")
         return PostgresBackend(
-            url, prefix=self.prefix, direct_url=direct_url, transaction_pooling=pooling
+            url,
+            prefix=self.prefix,
+            direct_url=direct_url,
+            transaction_pooling=pooling,
+            result_max_bytes=self.result_max_bytes,
         )
 
     @overload
@@ -386,6 +397,27 @@ class App:
         the kind out. Workers warn about them in their log too.
         """
         return self.backend.unserved_kinds()
+
+    # -- results (ADR 0124) ---------------------------------------------------------
+
+    def result(self, job_id: str, timeout: float | None = 0) -> Any:
+        """The result of job ``job_id``, waiting up to ``timeout`` s for it to end
+        (0: do not wait; None: no limit).
+
+        Raises ``JobFailed`` (it ended dead: its id and note), ``ResultTimeout``
+        (a ``TimeoutError``: not terminal in time), ``JobNotFound`` (no such job,
+        or cleaned up), ``ResultUnavailable`` (completed over ``result_max_bytes``).
+        """
+        return wait_for_result(self.backend, _job_id(job_id), timeout)
+
+    async def aresult(self, job_id: str, timeout: float | None = 0) -> Any:
+        """``result``, awaited: the wait runs in a thread of the loop's default executor,
+        so the event loop is never blocked."""
+        return await asyncio.to_thread(self.result, job_id, timeout)
+
+    def status(self, job_id: str) -> Status:
+        """The job's status now; ``JobNotFound`` when there is no such job."""
+        return status_of(self.backend, _job_id(job_id))
 
 
 def _filter_text(name: str, value: str | None) -> str | None:

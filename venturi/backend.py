@@ -37,6 +37,7 @@ from venturi.types import (
     Renewal,
     Stats,
     Status,
+    StoredResult,
     SummaryPage,
     Throughput,
     WorkerInfo,
@@ -135,6 +136,12 @@ class Backend(Protocol):
         entry. A PAUSED or RETRIED outcome of a job whose cancellation was
         requested ends it ``dead`` instead, note ``cancelled (the run ended
         <kind>[: <note>])`` (ADR 0121). ``[]`` gives ``set()``.
+
+        A COMPLETED outcome's ``result`` is stored as the job's result (ADR 0124),
+        unless longer than the backend's ``result_max_bytes`` (UTF-8): then no
+        result is stored and the journal note says how large it was. A waiter of
+        a job that ends COMPLETED or DEAD (``await_result``) is woken by the same
+        statement, at its commit; jobs nobody awaits send nothing.
         """
         ...
 
@@ -346,4 +353,24 @@ class Backend(Protocol):
     def unserved_kinds(self) -> list[str]:
         """Kinds with a due pending job (``visible_at <= now()``) that no unexpired
         registry entry serves, sorted; ``[]`` when every due kind is served."""
+        ...
+
+    # -- results (ADR 0124) ---------------------------------------------------------
+
+    def read_result(self, job_id: str) -> StoredResult | None:
+        """The job's status, stored result (encoded JSON; ``None`` when none is
+        stored) and last journal note; ``None`` when no such job exists."""
+        ...
+
+    def await_result(self, job_id: str) -> None:
+        """Mark a pending or claimed job as awaited, so that the ``finish`` that ends
+        it wakes ``listen_result`` subscribers; a terminal or unknown job is left
+        alone. Idempotent; the mark lasts as long as the row. Callers read the job
+        again after marking it: an end recorded just before the mark sends nothing."""
+        ...
+
+    def listen_result(self, job_id: str) -> Listener:
+        """Wake-ups for one awaited job's end, on a connection of its own (subscribed
+        on the first ``wait``). A wake-up is a hint: the waiter reads the row again;
+        ends not recorded by ``finish`` (recovery, cancel) send none, so waiters poll."""
         ...

@@ -18,6 +18,9 @@ The tree::
     ├── InvalidArgument           an operation's argument out of range (limit, status, ...)
     ├── JobNotFound               an operation named an id that does not exist
     ├── InvalidState              an operation on a job whose status does not allow it
+    ├── JobFailed                 a waited-for job ended dead (job id, note; ADR 0124)
+    ├── ResultTimeout             a waited-for job was not terminal in time (a TimeoutError)
+    ├── ResultUnavailable         a completed job has no stored result (over the size bound)
     ├── MigrationError            the migration runner refused to go on (ADR 24)
     │   ├── ChecksumMismatch      an applied migration file was edited afterwards
     │   └── DatabaseAhead         the database has versions this code does not know
@@ -140,6 +143,36 @@ class InvalidState(VenturiError):
         )
         self.job_id = job_id
         self.status = status
+
+
+class JobFailed(VenturiError):
+    """The job a caller waits for ended ``dead``; ``note`` is its last journal note."""
+
+    def __init__(self, job_id: str, note: str | None) -> None:
+        super().__init__(f"job {job_id} ended dead: {note or 'no note'}")
+        self.job_id = job_id
+        self.note = note
+
+
+class ResultTimeout(VenturiError, TimeoutError):
+    """The job was not terminal within the wait's timeout; it may still finish."""
+
+    def __init__(self, job_id: str, timeout: float, status: str) -> None:
+        super().__init__(f"job {job_id} is still {status} after waiting {timeout:g} s")
+        self.job_id = job_id
+        self.timeout = timeout
+        self.status = status
+
+
+class ResultUnavailable(VenturiError):
+    """The job completed without a stored result: its return value was over the
+    backend's ``result_max_bytes`` (the note says how large), or it completed
+    before results were stored (V6)."""
+
+    def __init__(self, job_id: str, note: str | None) -> None:
+        super().__init__(f"job {job_id} completed without a stored result: {note or 'no note'}")
+        self.job_id = job_id
+        self.note = note
 
 
 class MigrationError(VenturiError):

@@ -39,7 +39,16 @@ from venturi.options import (
 )
 from venturi.registry import AppLike, Registry, current_app, default_registry
 from venturi.serialization import decode_json
-from venturi.types import JobRef, MergeAction, MergeDecision, MergeResolver, NewJob, Priority
+from venturi.types import (
+    JobRef,
+    MergeAction,
+    MergeDecision,
+    MergeResolver,
+    NewJob,
+    Priority,
+    ResultSource,
+)
+from venturi.workflows import Signature
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +152,7 @@ class Task(Generic[P, R]):
         job = self.new_job(
             args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
         )
-        return self._enqueuer().enqueue([job], connection=connection)[0]
+        return self._with_source(self._enqueuer().enqueue([job], connection=connection))[0]
 
     def delay_many(
         self,
@@ -166,7 +175,7 @@ class Task(Generic[P, R]):
         refs: list[JobRef] = []
         for batch in self._batches(items, batch_size):
             refs.extend(backend.enqueue(batch, connection=connection))
-        return refs
+        return self._with_source(refs)
 
     def _batches(
         self, items: Iterable[Mapping[str, Any] | Sequence[Any]], batch_size: int
@@ -222,6 +231,14 @@ class Task(Generic[P, R]):
         if eager is not None:
             return eager.enqueue(jobs, connection=connection)
         return await self._backend().aenqueue(jobs, connection=connection)
+
+    def _with_source(self, refs: list[JobRef]) -> list[JobRef]:
+        """The refs, able to wait for their results through this task's App (ADR 0124),
+        unless their enqueuer gave them a source already (an eager session)."""
+        app = self._app if self._app is not None else current_app(self.kind)
+        if not isinstance(app, ResultSource):
+            return refs
+        return [ref if ref.source is not None else JobRef(ref.id, ref.merged, app) for ref in refs]
 
     def new_job(
         self,
@@ -315,7 +332,7 @@ class Task(Generic[P, R]):
         job = self.new_job(
             args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
         )
-        return (await self._aenqueue([job], connection))[0]
+        return self._with_source(await self._aenqueue([job], connection))[0]
 
     async def adelay_many(
         self,
@@ -329,7 +346,18 @@ class Task(Generic[P, R]):
         refs: list[JobRef] = []
         for batch in self._batches(items, batch_size):
             refs.extend(await self._aenqueue(batch, connection))
-        return refs
+        return self._with_source(refs)
+
+    # -- signatures (SPEC 5.4) --------------------------------------------------------
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A deferred call that receives its parent's result as its first positional
+        argument; checked against the handler now (``ArgumentsMismatch``, ``InvalidPayload``)."""
+        return Signature.build(self, args, kwargs, immutable=False)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable deferred call: it never receives a parent's result; checked now."""
+        return Signature.build(self, args, kwargs, immutable=True)
 
     # -- retries -------------------------------------------------------------------
 

@@ -51,12 +51,21 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from venturi.errors import ConfigurationError
+from venturi.errors import ConfigurationError, JobFailed, JobNotFound
 from venturi.runtime.executor import aexecute, execute, refuse_inside_event_loop
 from venturi.runtime.runner import Runner, worker_id
 from venturi.serialization import decode_json
 from venturi.task import eager_session
-from venturi.types import Claim, ClaimedJob, JobRef, NewJob, Outcome, OutcomeKind, Priority
+from venturi.types import (
+    Claim,
+    ClaimedJob,
+    JobRef,
+    NewJob,
+    Outcome,
+    OutcomeKind,
+    Priority,
+    Status,
+)
 
 if TYPE_CHECKING:
     from venturi.app import App
@@ -229,10 +238,16 @@ class EagerSession:
     def outcome_of(self, ref: JobRef | str) -> Outcome:
         """How the job of ``ref`` (or that id) ended: the outcome of its last run."""
         job_id = ref.id if isinstance(ref, JobRef) else ref
+        outcome = self._find_outcome(job_id)
+        if outcome is None:
+            raise KeyError(f"no job {job_id!r} ran in this eager session")
+        return outcome
+
+    def _find_outcome(self, job_id: str) -> Outcome | None:
         for run in reversed(self.runs):
             if run.job_id == job_id:
                 return run.outcome
-        raise KeyError(f"no job {job_id!r} ran in this eager session")
+        return None
 
     def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
         """Run each validated job to its end; ``connection`` is ignored: nothing is written."""
@@ -246,8 +261,30 @@ class EagerSession:
                     self._run_to_end(job)
                 except _Unwind as unwind:
                     raise EagerLimitReached(unwind.reason) from None
-            refs.append(JobRef(job.id))
+            refs.append(JobRef(job.id, source=self))
         return refs
+
+    # -- results of the session's jobs (ADR 0124): its refs wait here, not in a database --
+
+    def result(self, job_id: str, timeout: float | None = 0) -> Any:
+        """The result of a job run in this session (it has ended: eager runs to the end)."""
+        outcome = self._last_outcome(job_id)
+        if outcome.kind is OutcomeKind.DEAD:
+            raise JobFailed(job_id, outcome.note)
+        return None if outcome.result is None else decode_json(outcome.result)
+
+    async def aresult(self, job_id: str, timeout: float | None = 0) -> Any:
+        return self.result(job_id, timeout)
+
+    def status(self, job_id: str) -> Status:
+        kind = self._last_outcome(job_id).kind
+        return Status.DEAD if kind is OutcomeKind.DEAD else Status.COMPLETED
+
+    def _last_outcome(self, job_id: str) -> Outcome:
+        outcome = self._find_outcome(job_id)
+        if outcome is None:
+            raise JobNotFound(job_id)
+        return outcome
 
     def _run_to_end(self, job: NewJob) -> None:
         """Run ``job`` again and again, as a worker's retries and pauses would, until it ends."""

@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+from venturi.errors import ConfigurationError
 
 
 class Priority(IntEnum):
@@ -92,16 +94,52 @@ class NewJob:
     merge: MergeResolver | None = None
 
 
+@runtime_checkable
+class ResultSource(Protocol):
+    """Where a ``JobRef`` waits for its job's result: the App that enqueued it (ADR 0124)."""
+
+    def result(self, job_id: str, timeout: float | None = 0) -> Any: ...
+
+    async def aresult(self, job_id: str, timeout: float | None = 0) -> Any: ...
+
+    def status(self, job_id: str) -> Status: ...
+
+
 @dataclass(frozen=True, slots=True)
 class JobRef:
     """What an enqueue returns: the id of the row that holds the work.
 
     ``merged`` is true when the job was folded into an existing pending
-    sibling (keep, replace, combine); ``id`` is then the sibling's id.
+    sibling (keep, replace, combine); ``id`` is then the sibling's id, so a
+    merged ref waits on the survivor. ``source`` is the App the task enqueued
+    through, kept out of equality, hashing and repr: two refs to one job are
+    equal whoever made them. A ref built by hand (``JobRef(id)``) has none;
+    wait with ``app.result(id)`` instead.
     """
 
     id: str
     merged: bool = False
+    source: ResultSource | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Block until the job is terminal and return its result (``timeout`` s; None:
+        no limit). Raises ``JobFailed``, ``ResultTimeout``, ``JobNotFound``."""
+        return self._source().result(self.id, timeout)
+
+    async def aresult(self, timeout: float | None = None) -> Any:
+        """``result``, awaited."""
+        return await self._source().aresult(self.id, timeout)
+
+    def status(self) -> Status:
+        return self._source().status(self.id)
+
+    def _source(self) -> ResultSource:
+        if self.source is None:
+            raise ConfigurationError(
+                f"this JobRef({self.id!r}) was not returned by an enqueue, so it knows no App; "
+                "use app.result(job_id) instead"
+            )
+        return self.source
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +179,7 @@ class ClaimFloor:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How a run ended, as the backend must record it (ADR 11, 13, 15).
+    """How a run ended, as the backend must record it (ADR 11, 13, 15, 0124).
 
     ``kind`` is one of COMPLETED, PAUSED, RETRIED, DEAD. ``is_failure`` adds one
     to ``failure_count`` (retried, and dead from an error or the backstop).
@@ -160,6 +198,8 @@ class Outcome:
     carry: str | None = None
     attachment: str | None = None
     traceback: str | None = None
+    #: The handler's return value as encoded strict JSON, on COMPLETED (ADR 0124).
+    result: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,3 +374,13 @@ class WorkerInfo:
     def claimed_by(self) -> str:
         """The ``claimed_by`` of this worker's claims: the id without its ``#n``."""
         return self.id.partition("#")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResult:
+    """What a waiter reads (ADR 0124): the job's status, its result as encoded JSON
+    (``None``: none stored), and the note of its last journal entry."""
+
+    status: Status
+    result: str | None
+    note: str | None

@@ -81,6 +81,8 @@ def test_fenced_changes_probe_the_primary_key_not_the_claimed_entries(
             carries=[None] * CLAIMS,
             attachments=[None] * CLAIMS,
             tracebacks=[None] * CLAIMS,
+            results=["null"] * CLAIMS,
+            result_channel="venturi_result_",
         )
     query = getattr(Queries(Prefix.parse(prefix)), name)
     assert query.replan, f"{name} must be :replan: its generic plan scans the table"

@@ -568,6 +568,8 @@ def test_batched_finish_finds_its_rows_by_primary_key(planner: Planner) -> None:
         carries=[None] * count,
         attachments=[None] * count,
         tracebacks=[None, "Traceback (most recent call last):\n  ...\nTimeoutError"] * (count // 2),
+        results=['{"rows": 12}', None] * (count // 2),
+        result_channel="venturi_result_",
     )
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
     assert plan.seq_scans(planner.jobs) == [], plan.text
@@ -648,6 +650,15 @@ def test_single_job_operations_find_the_job_by_primary_key(planner: Planner, nam
     plan = planner.explain(name, **params)
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
     assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize("name", ["read_result", "await_result"])
+def test_result_waiters_find_the_job_by_primary_key(planner: Planner, name: str) -> None:
+    """ADR 0124: a waiter's read (with the last note) and its mark are single-row probes."""
+    plan = planner.explain(name, id=planner.samples["claimed_id"])
+    assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+    assert plan.seq_scans(planner.journal) == [], plan.text
 
 
 @pytest.mark.parametrize("older_than", [timedelta(days=1), timedelta(days=7)])

@@ -297,3 +297,42 @@ def test_the_start_check_refuses_a_prefix_migrated_by_an_older_version(
         assert backend.check_schema().endswith("/" + conn.info.dbname)
     finally:
         backend.close()
+
+
+def test_v6_only_appends_the_result_columns(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """Results (ADR 0124): two columns after the others on jobs, ``result`` nullable with
+    no default, ``result_awaited`` with a constant default (no row rewritten); nothing else
+    changed (SPEC 5.1)."""
+    migrations = load_migrations()
+    [v6] = [m for m in migrations if m.version == 6]
+    assert v6.name == "results_and_workflows"
+    Migrator(Prefix.parse(fresh_prefix), migrations[:5]).migrate(conn)
+    before = snapshot(conn, fresh_prefix)
+    Migrator(Prefix.parse(fresh_prefix), migrations[:6]).migrate(conn)
+    after = snapshot(conn, fresh_prefix)
+
+    assert after["constraints"] == before["constraints"]
+    assert after["indexes"] == before["indexes"]
+    added = [c for c in after["columns"] if c not in before["columns"]]
+    last_attnum = max(int(c[1]) for c in before["columns"] if c[0] == "{{prefix}}_jobs")
+    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+        ("{{prefix}}_jobs", "result", "jsonb", "False", "None"),
+        ("{{prefix}}_jobs", "result_awaited", "boolean", "True", "false"),
+    ]
+    assert all(int(c[1]) > last_attnum for c in added)
+    assert [c for c in after["columns"] if c in before["columns"]] == before["columns"]
+
+
+def test_the_start_check_names_the_result_storage_on_a_prefix_before_v6(
+    conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
+) -> None:
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:5]).migrate(conn)
+    backend = PostgresBackend(database_url, prefix=fresh_prefix)
+    try:
+        with pytest.raises(SchemaMissing) as raised:
+            backend.check_schema()
+    finally:
+        backend.close()
+    assert "result" in str(raised.value), str(raised.value)

@@ -51,6 +51,7 @@ from venturi.postgres.connections import (
 )
 from venturi.postgres.migrator import Migrator
 from venturi.postgres.queries import Queries
+from venturi.results import DEFAULT_RESULT_MAX_BYTES, bounded
 from venturi.types import (
     AppliedMigration,
     Claim,
@@ -73,6 +74,7 @@ from venturi.types import (
     Renewal,
     Stats,
     Status,
+    StoredResult,
     SummaryPage,
     Throughput,
     WorkerInfo,
@@ -84,6 +86,12 @@ C = TypeVar("C", psycopg.Connection[Any], psycopg.AsyncConnection[Any])
 
 #: Batches at least this large go through COPY instead of the one-statement insert.
 COPY_THRESHOLD = 256
+
+
+#: Per-job wake-up channels of result waiters (ADR 0124): this text and the job id.
+#: Not derived from the prefix (a long prefix would not fit in a channel name);
+#: ULIDs do not repeat across prefixes, and a stray wake-up only costs a read.
+RESULT_CHANNEL = "venturi_result_"
 
 
 class PostgresBackend:
@@ -127,7 +135,13 @@ class PostgresBackend:
         direct_url: str | None = None,
         transaction_pooling: bool | None = None,
         reply_timeout: float = DEFAULT_REPLY_TIMEOUT,
+        result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
     ) -> None:
+        if isinstance(result_max_bytes, bool) or not isinstance(result_max_bytes, int):
+            raise InvalidArgument(f"result_max_bytes must be an int, got {result_max_bytes!r}")
+        if result_max_bytes < 0:
+            raise InvalidArgument(f"result_max_bytes must not be negative, got {result_max_bytes}")
+        self._result_max_bytes = result_max_bytes
         self._prefix = Prefix.parse(prefix)
         if reply_timeout <= 0:
             raise ConfigurationError(f"reply_timeout must be positive, got {reply_timeout}")
@@ -345,20 +359,23 @@ class PostgresBackend:
     def finish(self, results: Sequence[Finished]) -> set[str]:
         if not results:
             return set()
+        outcomes = [bounded(r.outcome, self._result_max_bytes) for r in results]
         rows = self._run_bounded(
             lambda conn: self._queries.finish_jobs.many(
                 conn,
                 ids=[r.claim.job_id for r in results],
                 claimed_by=[r.claim.claimed_by for r in results],
                 run_counts=[r.claim.run_count for r in results],
-                outcomes=[r.outcome.kind.value for r in results],
-                notes=[r.outcome.note for r in results],
-                failures=[r.outcome.is_failure for r in results],
-                delays=[r.outcome.delay for r in results],
-                etas=[r.outcome.eta for r in results],
-                carries=[r.outcome.carry for r in results],
-                attachments=[r.outcome.attachment for r in results],
-                tracebacks=[r.outcome.traceback for r in results],
+                outcomes=[o.kind.value for o in outcomes],
+                notes=[o.note for o in outcomes],
+                failures=[o.is_failure for o in outcomes],
+                delays=[o.delay for o in outcomes],
+                etas=[o.eta for o in outcomes],
+                carries=[o.carry for o in outcomes],
+                attachments=[o.attachment for o in outcomes],
+                tracebacks=[o.traceback for o in outcomes],
+                results=[o.result for o in outcomes],
+                result_channel=RESULT_CHANNEL,
             )
         )
         return {row["job_id"] for row in rows}
@@ -779,6 +796,24 @@ class PostgresBackend:
 
     def unserved_kinds(self) -> list[str]:
         return [row["kind"] for row in self._run(self._queries.unserved_kinds.many)]
+
+    # -- results (ADR 0124) ---------------------------------------------------------
+
+    def read_result(self, job_id: str) -> StoredResult | None:
+        row = self._run(lambda conn: self._queries.read_result.one(conn, id=job_id))
+        if row is None:
+            return None
+        return StoredResult(Status(row["status"]), row["result"], row["note"])
+
+    def await_result(self, job_id: str) -> None:
+        self._run(lambda conn: self._queries.await_result.exec(conn, id=job_id))
+
+    def listen_result(self, job_id: str) -> Listener:
+        # LISTEN needs a session: behind a pooler, the direct URL, else the waiter polls.
+        url = self._session_url
+        if url is None:
+            return PollingListener()
+        return PostgresListener(url, RESULT_CHANNEL + job_id, self._connect_timeout)
 
 
 def _rollback(conn: Connection) -> None:

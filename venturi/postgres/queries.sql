@@ -144,14 +144,19 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- A job whose cancellation was requested never becomes pending again: a paused
 -- or retried outcome of it is recorded dead, note `cancelled (...)` (ADR 0121).
 -- The traceback of a failed run goes with its journal entry (V5).
+-- A completed run's result goes on its row (V6, ADR 0124). A row someone waits
+-- for (result_awaited) that ends sends one NOTIFY on its own channel, at commit;
+-- the flag is read from the row being updated anyway, so a drain nobody waits
+-- on sends nothing and costs nothing more.
 WITH input AS (
     SELECT *
     FROM unnest(
         %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
         %(notes)s::text[], %(failures)s::bool[], %(delays)s::interval[], %(etas)s::timestamptz[],
-        %(carries)s::text[], %(attachments)s::text[], %(tracebacks)s::text[]
+        %(carries)s::text[], %(attachments)s::text[], %(tracebacks)s::text[],
+        %(results)s::text[]
     ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment,
-           traceback)
+           traceback, result)
 ), finished AS (
     UPDATE {{prefix}}_jobs AS j
     SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome
@@ -164,6 +169,7 @@ WITH input AS (
                           ELSE coalesce(i.eta, now() + i.delay) END,
         failure_count = j.failure_count + i.is_failure::int,
         carry = coalesce(i.carry::jsonb, j.carry),
+        result = CASE WHEN i.outcome = 'completed' THEN i.result::jsonb END,
         claimed_by = NULL,
         claim_expires_at = NULL
     FROM input AS i
@@ -171,18 +177,22 @@ WITH input AS (
       AND j.status || '' = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
     RETURNING j.id, j.kind, j.run_count,
               j.cancel_requested_at IS NOT NULL
-                  AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled
+                  AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled,
+              j.result_awaited AND j.finished_at IS NOT NULL AS wakes_waiter
+), journaled AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment,
+                                    traceback)
+    SELECT f.id, f.kind, f.run_count, now(),
+           CASE WHEN f.is_cancelled THEN 'dead' ELSE i.outcome END,
+           CASE WHEN f.is_cancelled
+                THEN 'cancelled (the run ended ' || i.outcome || coalesce(': ' || i.note, '') || ')'
+                ELSE i.note END,
+           i.attachment::jsonb, i.traceback
+    FROM finished AS f JOIN input AS i ON i.id = f.id
 )
-INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment,
-                                traceback)
-SELECT f.id, f.kind, f.run_count, now(),
-       CASE WHEN f.is_cancelled THEN 'dead' ELSE i.outcome END,
-       CASE WHEN f.is_cancelled
-            THEN 'cancelled (the run ended ' || i.outcome || coalesce(': ' || i.note, '') || ')'
-            ELSE i.note END,
-       i.attachment::jsonb, i.traceback
-FROM finished AS f JOIN input AS i ON i.id = f.id
-RETURNING job_id
+SELECT f.id AS job_id,
+       CASE WHEN f.wakes_waiter THEN pg_notify(%(result_channel)s || f.id, '') END AS woken
+FROM finished AS f
 
 -- name: renew_leases :many :replan
 -- Heartbeat for running handlers, fenced so a lost claim is not revived (ADR 19).
@@ -499,7 +509,7 @@ SELECT count(*) AS changed FROM cancelled
 -- the code UndefinedColumn (both SchemaMissing), and a role without its grants
 -- InsufficientPrivilege; WHERE false plans to a Result, no scan. A migration that
 -- adds storage the runtime reads adds it here.
-SELECT j.cancel_requested_at, e.traceback, w.expires_at
+SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
@@ -599,3 +609,20 @@ RETURNING *
 -- Leadership behind a transaction-mode pooler without a direct URL: the lock
 -- lasts as long as the transaction its holder keeps open (ADR 0123).
 SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
+
+-- name: read_result :one
+-- What a result waiter reads (ADR 0124): one primary-key probe, and one probe of
+-- _journal_job (job_id, id) backwards for the last note.
+SELECT j.status, j.result::text AS result,
+       (SELECT e.note FROM {{prefix}}_journal AS e
+        WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS note
+FROM {{prefix}}_jobs AS j
+WHERE j.id = %(id)s
+
+-- name: await_result :exec
+-- A waiter's mark (ADR 0124): finish_jobs wakes it when the row ends. Only rows
+-- not yet terminal; an already-marked row is not written again. No indexed column
+-- changes, so the update can be HOT and the claim index is untouched.
+UPDATE {{prefix}}_jobs
+SET result_awaited = true
+WHERE id = %(id)s AND status IN ('pending', 'claimed') AND NOT result_awaited

@@ -8,7 +8,8 @@ handler ends with                       outcome
 ======================================  =========================================
 ``return value``                        ``completed``; note = the value as text
                                         (a ``str`` as is, anything else as JSON,
-                                        ``None`` no note); carry saved
+                                        ``None`` no note); carry saved; result
+                                        = the value as strict JSON (results.py)
 ``ctx.pause(delay, until=)``            ``paused``; carry saved, no failure
 ``raise Retry(delay=)``                 a failure retried after ``delay``
                                         (``None``: the task's backoff)
@@ -75,6 +76,7 @@ from venturi.errors import (
     Retry,
     describe_exception,
 )
+from venturi.results import encode_result
 from venturi.serialization import encode_json, is_storable_text
 from venturi.types import ClaimedJob, Finished, Outcome, OutcomeKind
 
@@ -250,7 +252,8 @@ def _conclude(
     elif error is not None:
         outcome = _failure(task, job, describe_exception(error))
     else:
-        outcome = Outcome(OutcomeKind.COMPLETED, note=_result_note(result))
+        stored = encode_result(result, job_id=job.claim.job_id, kind=job.kind)
+        outcome = Outcome(OutcomeKind.COMPLETED, note=_result_note(result), result=stored)
     try:
         outcome = _with_json(outcome, task, ctx)
     except InvalidPayload as exc:

@@ -1,0 +1,122 @@
+"""Results in the Backend contract (ADR 0124): ``finish`` stores a COMPLETED outcome's
+result (bounded), ``read_result`` reads it back with the status and last note, and
+``await_result`` + ``listen_result`` wake a waiter at the end of an awaited job only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends import ClaimAll, new_job
+
+from venturi.backend import Backend
+from venturi.postgres import PostgresBackend
+from venturi.results import DEFAULT_RESULT_MAX_BYTES
+from venturi.types import Claim, Finished, Outcome, OutcomeKind, Status, StoredResult
+
+
+def running(backend: Backend, claim_all: ClaimAll, count: int = 1) -> list[Claim]:
+    backend.enqueue([new_job() for _ in range(count)])
+    return [job.claim for job in claim_all()]
+
+
+def completed(result: str | None, note: str | None = None) -> Outcome:
+    return Outcome(OutcomeKind.COMPLETED, note=note, result=result)
+
+
+def test_finish_stores_the_result_of_a_completed_outcome_only(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    done, retried, dead = running(backend, claim_all, 3)
+
+    backend.finish(
+        [
+            Finished(done, completed('{"n":[1,2]}', note="ok")),
+            Finished(
+                retried, Outcome(OutcomeKind.RETRIED, note="E: x", is_failure=True, result="1")
+            ),
+            Finished(dead, Outcome(OutcomeKind.DEAD, note="gone", result="2")),
+        ]
+    )
+
+    assert backend.read_result(done.job_id) == StoredResult(Status.COMPLETED, '{"n": [1, 2]}', "ok")
+    assert backend.read_result(retried.job_id) == StoredResult(Status.PENDING, None, "E: x")
+    assert backend.read_result(dead.job_id) == StoredResult(Status.DEAD, None, "gone")
+
+
+def test_read_result_of_an_unknown_id_is_none(backend: Backend) -> None:
+    assert backend.read_result("01J00000000000000000000000") is None
+
+
+def test_a_result_over_the_bound_is_not_stored_and_the_note_says_so(
+    database_url: str, prefix: str, backend: Backend, claim_all: ClaimAll
+) -> None:
+    small = PostgresBackend(database_url, prefix=prefix, result_max_bytes=10)
+    try:
+        fits, over = running(backend, claim_all, 2)
+        small.finish(
+            [Finished(fits, completed('"ten byte"')), Finished(over, completed('"ääää_"'))]
+        )
+    finally:
+        small.close()
+
+    assert backend.read_result(fits.job_id) == StoredResult(Status.COMPLETED, '"ten byte"', None)
+    stored = backend.read_result(over.job_id)
+    assert stored == StoredResult(
+        Status.COMPLETED, None, "result of 11 bytes not stored (result_max_bytes=10)"
+    )
+    assert DEFAULT_RESULT_MAX_BYTES == 1_048_576
+
+
+def test_an_awaited_job_wakes_its_listener_when_it_ends_and_others_send_nothing(
+    backend: Backend, claim_all: ClaimAll, db: Any
+) -> None:
+    awaited, other = running(backend, claim_all, 2)
+    listener = backend.listen_result(awaited.job_id)
+    bystander = backend.listen_result(other.job_id)
+    try:
+        assert listener.wait(0) is False and bystander.wait(0) is False  # subscribed
+        backend.await_result(awaited.job_id)
+        backend.await_result(awaited.job_id)  # idempotent
+        backend.finish([Finished(awaited, completed("1")), Finished(other, completed("2"))])
+
+        assert listener.wait(5) is True
+        assert bystander.wait(0.2) is False
+    finally:
+        listener.close()
+        bystander.close()
+    flags = db.all("SELECT id, result_awaited FROM {{prefix}}_jobs ORDER BY id")
+    assert {r["id"]: r["result_awaited"] for r in flags} == {
+        awaited.job_id: True,
+        other.job_id: False,
+    }
+
+
+def test_await_result_leaves_terminal_and_unknown_jobs_alone(
+    backend: Backend, claim_all: ClaimAll, db: Any
+) -> None:
+    [done] = running(backend, claim_all)
+    backend.finish([Finished(done, completed("null"))])
+
+    backend.await_result(done.job_id)
+    backend.await_result("01J00000000000000000000000")
+
+    assert db.scalar("SELECT result_awaited FROM {{prefix}}_jobs") is False
+    assert backend.read_result(done.job_id) == StoredResult(Status.COMPLETED, "null", None)
+
+
+def test_a_paused_awaited_job_sends_nothing_until_it_ends(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    [claim] = running(backend, claim_all)
+    listener = backend.listen_result(claim.job_id)
+    try:
+        listener.wait(0)
+        backend.await_result(claim.job_id)
+        backend.finish([Finished(claim, Outcome(OutcomeKind.PAUSED))])
+        assert listener.wait(0.2) is False
+        [again] = [job.claim for job in claim_all()]
+        backend.finish([Finished(again, completed('"late"'))])
+        assert listener.wait(5) is True
+    finally:
+        listener.close()
+    assert backend.read_result(claim.job_id) == StoredResult(Status.COMPLETED, '"late"', None)
