@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -123,7 +123,9 @@ def fresh_prefix(url: str) -> Iterator[Prefix]:
 class WorkerProcess:
     """``worker_app.py`` in a subprocess; ``stop()`` sends SIGTERM (a graceful stop)."""
 
-    def __init__(self, prefix: Prefix, concurrency: int, log_dir: Path) -> None:
+    def __init__(
+        self, prefix: Prefix, concurrency: int, log_dir: Path, options: Sequence[str] = ()
+    ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"worker-{prefix.value}-c{concurrency}.log"
         self._log = self.log_path.open("wb")
@@ -137,6 +139,7 @@ class WorkerProcess:
                 prefix.value,
                 "--concurrency",
                 str(concurrency),
+                *options,
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -163,8 +166,10 @@ class WorkerProcess:
 
 
 @contextmanager
-def worker(prefix: Prefix, concurrency: int, log_dir: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(prefix, concurrency, log_dir)
+def worker(
+    prefix: Prefix, concurrency: int, log_dir: Path, options: Sequence[str] = ()
+) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(prefix, concurrency, log_dir, options)
     try:
         yield process
     finally:
@@ -212,12 +217,18 @@ def drain(
 
 
 def _drain_once(
-    prefix: Prefix, count: int, concurrency: int, log_dir: Path, *, profile: Path | None = None
+    prefix: Prefix,
+    count: int,
+    concurrency: int,
+    log_dir: Path,
+    *,
+    profile: Path | None = None,
+    options: Sequence[str] = (),
 ) -> dict[str, Any]:
     after_id = prefix.last_journal_id()
     prefix.enqueue_noop(count)
     prefix.conn.execute(prefix.sql("ANALYZE {p}_jobs"))
-    with worker(prefix, concurrency, log_dir) as process:
+    with worker(prefix, concurrency, log_dir, options) as process:
         spy = _start_profiler(process.pid, profile) if profile else None
         try:
             wait_for_completed(prefix, process, count, after_id=after_id)
