@@ -45,6 +45,29 @@ from typing import Protocol
 
 from venturi.types import ClaimedJob, JobRef, NewJob, Outcome, OutcomeKind, Priority
 
+__all__ = [
+    "SLOW_SUBSCRIBER",
+    "BeatTicked",
+    "Callback",
+    "ClaimedJob",
+    "Event",
+    "Events",
+    "JobClaimed",
+    "JobEnqueued",
+    "JobEvent",
+    "JobMerged",
+    "JobsRecovered",
+    "JobsReleased",
+    "NewJob",
+    "OutcomeKind",
+    "RunEnded",
+    "RunStarted",
+    "Subscription",
+    "Tracer",
+    "WorkerStarted",
+    "WorkerStopped",
+]
+
 logger = logging.getLogger(__name__)
 
 #: A subscriber call longer than this (seconds) is logged once, as a warning.

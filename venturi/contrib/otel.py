@@ -31,9 +31,8 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from venturi.app import App
-from venturi.events import Event, JobMerged, RunEnded, Subscription
-from venturi.types import ClaimedJob, NewJob
+from venturi import App
+from venturi.events import ClaimedJob, Event, JobMerged, NewJob, RunEnded, Subscription
 
 __all__ = ["Instrumentation", "instrument"]
 

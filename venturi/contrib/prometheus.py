@@ -29,7 +29,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from venturi.app import App
+import venturi
+from venturi import App, Status
 from venturi.events import (
     Event,
     JobClaimed,
@@ -41,7 +42,6 @@ from venturi.events import (
     RunStarted,
     Subscription,
 )
-from venturi.types import Stats, Status
 
 __all__ = ["DURATION_BUCKETS", "QueueMetrics", "RunMetrics"]
 
@@ -152,7 +152,7 @@ class QueueMetrics(Collector):
         self._app = app
         self._min_interval = min_interval
         self._lock = threading.Lock()
-        self._stats: Stats | None = None
+        self._stats: venturi.types.Stats | None = None
         self._read_at = 0.0
         #: How many stats queries were made (tests and curious operators).
         self.queries = 0
@@ -188,7 +188,7 @@ class QueueMetrics(Collector):
         yield scheduled
         yield oldest
 
-    def _current(self) -> Stats:
+    def _current(self) -> venturi.types.Stats:
         with self._lock:
             now = time.monotonic()
             if self._stats is None or now - self._read_at >= self._min_interval:
