@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -126,7 +126,12 @@ class WorkerProcess:
     """``worker_app.py`` in a subprocess; ``stop()`` sends SIGTERM (a graceful stop)."""
 
     def __init__(
-        self, prefix: Prefix, concurrency: int, log_dir: Path, env: dict[str, str] | None = None
+        self,
+        prefix: Prefix,
+        concurrency: int,
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+        options: Sequence[str] = (),
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"worker-{prefix.value}-c{concurrency}.log"
@@ -141,6 +146,7 @@ class WorkerProcess:
                 prefix.value,
                 "--concurrency",
                 str(concurrency),
+                *options,
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -168,10 +174,15 @@ class WorkerProcess:
 
 @contextmanager
 def worker(
-    prefix: Prefix, concurrency: int, log_dir: Path, env: dict[str, str] | None = None
+    prefix: Prefix,
+    concurrency: int,
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+    options: Sequence[str] = (),
 ) -> Iterator[WorkerProcess]:
-    """``env``: the worker's environment (default: this one's), e.g. another ``PYTHONPATH``."""
-    process = WorkerProcess(prefix, concurrency, log_dir, env)
+    """``env``: the worker's environment (default: this one's), e.g. another ``PYTHONPATH``;
+    ``options``: more ``worker_app.py`` options."""
+    process = WorkerProcess(prefix, concurrency, log_dir, env, options)
     try:
         yield process
     finally:
@@ -234,11 +245,12 @@ def _drain_once(
     *,
     profile: Path | None = None,
     is_async: bool = False,
+    options: Sequence[str] = (),
 ) -> dict[str, Any]:
     after_id = prefix.last_journal_id()
     prefix.enqueue_noop(count, is_async=is_async)
     prefix.conn.execute(prefix.sql("ANALYZE {p}_jobs"))
-    with worker(prefix, concurrency, log_dir) as process:
+    with worker(prefix, concurrency, log_dir, options) as process:
         spy = _start_profiler(process.pid, profile) if profile else None
         try:
             wait_for_completed(prefix, process, count, after_id=after_id)

@@ -58,14 +58,40 @@ def build_app(
     )
 
 
+def observe(app: venturi.App) -> None:
+    """Tracing and metrics as a user would run them: spans to a batch processor whose
+    exporter drops them (no collector to wait on), run metrics in the default registry."""
+    from collections.abc import Sequence
+
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from venturi.contrib.otel import instrument
+    from venturi.contrib.prometheus import RunMetrics
+
+    class Discard(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    instrument(app, tracer_provider=provider)
+    RunMetrics(app)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--direct-url", help="the server itself, when --database-url is PgBouncer")
+    parser.add_argument(
+        "--observe", action="store_true", help="OTel spans and Prometheus metrics on (ADR 0127)"
+    )
     args = parser.parse_args()
     app, *_ = build_app(args.database_url, args.prefix, direct_url=args.direct_url)
+    if args.observe:
+        observe(app)
     with closing(app):
         Worker(app, concurrency=args.concurrency, grace=5.0).run()
 

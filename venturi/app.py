@@ -18,6 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 from venturi.backend import Backend
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
+from venturi.events import Events
 from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.options import TaskOptions
 from venturi.registry import Registry, default_registry, set_current_app
@@ -120,6 +121,8 @@ class App:
         self._schedules: list[Schedule] = []
         self._backend = backend
         self._backend_lock = threading.Lock()
+        #: Events of this App's jobs, workers and beat (``venturi.events``, ADR 0127).
+        self.events = Events()
         if set_as_current:
             set_current_app(self)
 

@@ -38,6 +38,7 @@ from venturi.errors import (
     InvalidState,
     JobNotFound,
 )
+from venturi.events import BeatTicked
 from venturi.runtime.service import ServiceThread, check_at_start, run_until_signalled
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
 from venturi.serialization import decode_json
@@ -159,6 +160,16 @@ class Beat:
                 ref.id,
                 extra={"job_id": ref.id, "kind": job.kind},
             )
+            if self.app.events.active:
+                self.app.events.emit(
+                    BeatTicked(
+                        job_id=ref.id,
+                        kind=job.kind,
+                        schedule=(job.dedup_key or "").removeprefix(DEDUP_PREFIX),
+                        eta=job.eta,
+                        merged=ref.merged,
+                    )
+                )
         return refs
 
     def _next_job(self, schedule: Schedule, rows: list[JobRow], now: datetime) -> NewJob | None:

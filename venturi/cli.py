@@ -34,7 +34,9 @@ import logging
 import os
 import re
 import shlex
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
@@ -308,6 +310,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     with closing(_open_app(args)) as app:
         if not app.tasks():
             raise UsageError("no tasks to run: pass --app module:attribute to load your tasks")
+        if args.metrics_port is not None:
+            _serve_run_metrics(app, args.metrics_port)
         Worker(
             app,
             concurrency=args.concurrency,
@@ -1095,6 +1099,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     access.add_argument("--read-only", action="store_true", help="show everything, allow no change")
     _build_workers_command(command(commands, "workers", "the live workers of the prefix", None))
+    _add_metrics_port_option(worker)
+    _build_metrics_command(
+        command(commands, "metrics", "serve the queue gauges to Prometheus (/metrics)", None)
+    )
     return parser
 
 
@@ -1241,7 +1249,7 @@ def _configure_logging(args: argparse.Namespace) -> None:
     pool's retry warnings (one per attempt while the database is unreachable)
     stay out of it.
     """
-    is_service = args.command in ("worker", "beat")
+    is_service = args.command in ("worker", "beat", "metrics")
     if args.verbose:
         level: int | str = logging.DEBUG
     elif is_service:
@@ -1290,3 +1298,87 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report(f"unexpected {describe_exception(exc)} (run with -v for the traceback)")
         return EXIT_FAILURE
     return status
+
+
+# -- metrics (venturi[prometheus], ADR 0127) ------------------------------------------
+
+
+def _add_metrics_port_option(worker: argparse.ArgumentParser) -> None:
+    worker.add_argument(
+        "--metrics-port",
+        type=_port_argument,
+        default=None,
+        metavar="N",
+        help="serve this worker's run metrics on http://0.0.0.0:N/metrics "
+        "(needs venturi[prometheus]; queue gauges: `venturi metrics`)",
+    )
+
+
+def _build_metrics_command(parser: argparse.ArgumentParser) -> None:
+    _add_log_options(parser)
+    parser.add_argument(
+        "--port", type=_port_argument, default=9464, metavar="N", help="default: 9464"
+    )
+    parser.add_argument(
+        "--host", default="0.0.0.0", metavar="HOST", help="address to bind (default: 0.0.0.0)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=_seconds_argument,
+        default=15.0,
+        metavar="SECONDS",
+        help="read the queue's stats at most this often, however often it is scraped (default: 15)",
+    )
+    parser.set_defaults(handler=_cmd_metrics)
+
+
+def _port_argument(text: str) -> int:
+    port = _positive_int_argument(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: must be 1-65535")
+    return port
+
+
+def _prometheus() -> Any:
+    try:
+        import prometheus_client
+    except ImportError:
+        raise UsageError(
+            "metrics need prometheus-client: pip install 'venturi[prometheus]'"
+        ) from None
+    return prometheus_client
+
+
+def _serve_run_metrics(app: App, port: int) -> None:
+    prometheus_client = _prometheus()
+    from venturi.contrib.prometheus import RunMetrics
+
+    RunMetrics(app)
+    prometheus_client.start_http_server(port)
+    logger.info("serving run metrics on port %d (/metrics)", port)
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    prometheus_client = _prometheus()
+    from venturi.contrib.prometheus import QueueMetrics
+
+    stop = threading.Event()
+    with closing(_open_app(args)) as app:
+        app.check_schema()
+        registry = prometheus_client.CollectorRegistry()
+        QueueMetrics(app, min_interval=args.interval, registry=registry)
+        server, thread = prometheus_client.start_http_server(
+            args.port, addr=args.host, registry=registry
+        )
+        logger.info(
+            "serving queue metrics of prefix %s on %s:%d (/metrics)",
+            app.prefix,
+            args.host,
+            args.port,
+        )
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        stop.wait()
+        server.shutdown()
+        thread.join()
+    return EXIT_OK

@@ -25,6 +25,7 @@ from venturi.backend import Backend
 from venturi.binding import Binding
 from venturi.context import Context
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
+from venturi.events import Events
 from venturi.merge import Merge, MergeFunction, keep_existing, resolve_keep
 from venturi.options import (
     DEFAULT_BACKOFF,
@@ -152,7 +153,7 @@ class Task(Generic[P, R]):
         job = self.new_job(
             args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
         )
-        return self._with_source(self._enqueuer().enqueue([job], connection=connection))[0]
+        return self._with_source(self._write([job], connection))[0]
 
     def delay_many(
         self,
@@ -171,10 +172,9 @@ class Task(Generic[P, R]):
         Returns one ref per item, in order.
         """
         _check_batch_size(batch_size)
-        backend = self._enqueuer()
         refs: list[JobRef] = []
         for batch in self._batches(items, batch_size):
-            refs.extend(backend.enqueue(batch, connection=connection))
+            refs.extend(self._write(batch, connection))
         return self._with_source(refs)
 
     def _batches(
@@ -230,7 +230,32 @@ class Task(Generic[P, R]):
         eager = self._eager()
         if eager is not None:
             return eager.enqueue(jobs, connection=connection)
-        return await self._backend().aenqueue(jobs, connection=connection)
+        events = self._events()
+        if events is None or not events.active:
+            return await self._backend().aenqueue(jobs, connection=connection)
+        tracer = events.tracer
+        if tracer is None:
+            refs = await self._backend().aenqueue(jobs, connection=connection)
+            events.enqueued(jobs, refs)
+            return refs
+        with tracer.enqueue(jobs) as traced:
+            refs = await self._backend().aenqueue(traced, connection=connection)
+            events.enqueued(jobs, refs)
+        return refs
+
+    def _write(self, jobs: Sequence[NewJob], connection: object | None) -> list[JobRef]:
+        """Every sync enqueue: to the enqueuer, told to the App's events when observed."""
+        events = self._events()
+        if events is None or not events.active:
+            return self._enqueuer().enqueue(jobs, connection=connection)
+        enqueuer = self._enqueuer()
+        return events.enqueue(jobs, lambda batch: enqueuer.enqueue(batch, connection=connection))
+
+    def _events(self) -> Events | None:
+        """The App's event hub (ADR 0127); an ``AppLike`` without one (a test double) has none."""
+        app = self._app if self._app is not None else current_app(self.kind)
+        events: Events | None = getattr(app, "events", None)
+        return events
 
     def _with_source(self, refs: list[JobRef]) -> list[JobRef]:
         """The refs, able to wait for their results through this task's App (ADR 0124),

@@ -92,6 +92,8 @@ class NewJob:
     eta: datetime | None = None
     dedup_key: str | None = None
     merge: MergeResolver | None = None
+    #: Trace context headers (W3C ``traceparent``), set only by an instrumented App (ADR 0127).
+    headers: Mapping[str, str] | None = None
 
 
 @runtime_checkable
@@ -163,6 +165,8 @@ class ClaimedJob:
     failure_count: int
     created_at: datetime
     claim_expires_at: datetime
+    #: The trace context headers its enqueue stored, if it was instrumented (ADR 0127).
+    headers: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

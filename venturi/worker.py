@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.errors import BackendUnavailable, ConfigurationError
+from venturi.events import JobsReleased, WorkerStarted, WorkerStopped
 from venturi.runtime.aio import EventLoopThread
 from venturi.runtime.claim_plan import ClaimPlan
 from venturi.runtime.committer import Committer
@@ -345,6 +346,12 @@ class Worker:
             location,
             self.app.prefix,
         )
+        if self.app.events.active:
+            self.app.events.emit(
+                WorkerStarted(
+                    worker_id=self.worker_id, kinds=self.kinds, concurrency=self.concurrency
+                )
+            )
 
     def stop(self, grace: float | None = None, *, hurry: Callable[[], bool] | None = None) -> None:
         """Stop gracefully (ADR 21): idempotent, safe before ``start()``, bounded in time.
@@ -396,6 +403,8 @@ class Worker:
         runtime.handlers.join(min(deadline, time.monotonic() + _HANDLER_JOIN_TIMEOUT))
         self._stopped.set()
         logger.info("worker %s stopped", self.worker_id)
+        if self.app.events.active:
+            self.app.events.emit(WorkerStopped(worker_id=self.worker_id))
 
     def run_once(self) -> int:
         """Sweep expired leases, claim one batch, run it in this thread, record it.
@@ -420,6 +429,7 @@ class Worker:
                 kinds=self.kinds,
                 worker_id=self.worker_id,
                 concurrency=self.concurrency,
+                events=self.app.events,
             )
         return self._runner
 
@@ -803,6 +813,8 @@ class Worker:
                 self._stopped.wait(wait)  # not set until stop() ends: a bounded pause
                 continue
             logger.info("released %d unfinished job(s) back to pending", released)
+            if self.app.events.active:
+                self.app.events.emit(JobsReleased(count=released, worker_id=self.worker_id))
             return
 
 

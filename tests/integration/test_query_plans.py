@@ -138,7 +138,9 @@ CASCADE_DELETE = "DELETE FROM ONLY {{prefix}}_journal WHERE %(id)s = job_id"
 NO_TABLE_READ = {
     "advisory_unlock",
     "copy_jobs",
+    "copy_jobs_with_headers",
     "enqueue_job",
+    "enqueue_job_with_headers",
     "database_now",
     "lock_dedup_key",
     "notify_wakeup",
@@ -522,6 +524,28 @@ def test_enqueue_inserts_without_reading_existing_rows(planner: Planner) -> None
         delays=[timedelta(0), timedelta(seconds=30)],
         etas=[None, None],
         dedup_keys=[None, None],
+        channel=f"{planner.prefix.value}_wakeup",
+    )
+    assert plan.table_reads(planner.jobs) == [], plan.text
+
+
+def test_enqueue_with_trace_headers_inserts_without_reading_existing_rows(
+    planner: Planner,
+) -> None:
+    """The instrumented form (ADR 0127) plans like enqueue_jobs."""
+    plan = planner.explain(
+        "enqueue_jobs_with_headers",
+        ids=["01J00000000000000000000001", "01J00000000000000000000002"],
+        kinds=["mail.send", "sms.send"],
+        payloads=['{"to": "a@example.org"}', '{"to": "+33100000000"}'],
+        priorities=[1, 0],
+        delays=[timedelta(0), timedelta(seconds=30)],
+        etas=[None, None],
+        dedup_keys=[None, None],
+        headers=[
+            '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
+            None,
+        ],
         channel=f"{planner.prefix.value}_wakeup",
     )
     assert plan.table_reads(planner.jobs) == [], plan.text

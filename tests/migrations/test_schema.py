@@ -336,3 +336,41 @@ def test_the_start_check_names_the_result_storage_on_a_prefix_before_v6(
     finally:
         backend.close()
     assert "result" in str(raised.value), str(raised.value)
+
+
+def test_v7_only_appends_the_nullable_headers_column(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """Trace context (ADR 0127): one nullable jsonb column after the jobs table's others,
+    no default, nothing else changed (SPEC 5.1)."""
+    migrations = load_migrations()
+    [v7] = [m for m in migrations if m.version == 7]
+    assert v7.name == "trace_context"
+    Migrator(Prefix.parse(fresh_prefix), migrations[:6]).migrate(conn)
+    before = snapshot(conn, fresh_prefix)
+    Migrator(Prefix.parse(fresh_prefix), migrations[:7]).migrate(conn)
+    after = snapshot(conn, fresh_prefix)
+
+    assert after["constraints"] == before["constraints"]
+    assert after["indexes"] == before["indexes"]
+    added = [c for c in after["columns"] if c not in before["columns"]]
+    last_attnum = max(int(c[1]) for c in before["columns"] if c[0] == "{{prefix}}_jobs")
+    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+        ("{{prefix}}_jobs", "headers", "jsonb", "False", "None"),
+    ]
+    assert int(added[0][1]) > last_attnum
+    assert [c for c in after["columns"] if c in before["columns"]] == before["columns"]
+
+
+def test_the_start_check_refuses_a_prefix_without_the_headers_column(
+    conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
+) -> None:
+    """A prefix migrated up to V6 lacks V7's column: ``SchemaMissing`` names it."""
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:6]).migrate(conn)
+    backend = PostgresBackend(database_url, prefix=fresh_prefix)
+    try:
+        with pytest.raises(SchemaMissing) as raised:
+            backend.check_schema()
+    finally:
+        backend.close()
+    assert "headers" in str(raised.value), raised.value

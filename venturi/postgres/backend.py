@@ -8,6 +8,7 @@ turns rows into venturi's types.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -50,7 +51,7 @@ from venturi.postgres.connections import (
     with_keepalives,
 )
 from venturi.postgres.migrator import Migrator
-from venturi.postgres.queries import Queries
+from venturi.postgres.queries import Queries, Query
 from venturi.results import DEFAULT_RESULT_MAX_BYTES, bounded
 from venturi.types import (
     AppliedMigration,
@@ -259,9 +260,14 @@ class PostgresBackend:
         if len(jobs) >= COPY_THRESHOLD:
             self._copy(conn, jobs)
         elif len(jobs) == 1:
-            self._queries.enqueue_job.exec(conn, **self._one_job_params(jobs[0]))
-        else:
+            if jobs[0].headers is None:
+                self._queries.enqueue_job.exec(conn, **self._one_job_params(jobs[0]))
+            else:
+                self._queries.enqueue_job_with_headers.exec(conn, **self._traced_params(jobs))
+        elif not _has_headers(jobs):
             self._queries.enqueue_jobs.exec(conn, **self._jobs_params(jobs))
+        else:
+            self._queries.enqueue_jobs_with_headers.exec(conn, **self._traced_params(jobs))
 
     def _one_job_params(self, job: NewJob) -> dict[str, Any]:
         return {
@@ -274,6 +280,12 @@ class PostgresBackend:
             "dedup_key": job.dedup_key,
             "channel": self._prefix.channel,
         }
+
+    def _traced_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
+        """The ``*_with_headers`` statements' parameters (ADR 0127)."""
+        if len(jobs) == 1:
+            return {**self._one_job_params(jobs[0]), "headers": _headers_json(jobs[0])}
+        return {**self._jobs_params(jobs), "headers": [_headers_json(j) for j in jobs]}
 
     def _jobs_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
         return {
@@ -292,10 +304,17 @@ class PostgresBackend:
         with conn.transaction():
             row = self._queries.database_now.one(conn)
             assert row is not None
-            with conn.cursor() as cursor, self._queries.copy_jobs.copy(cursor) as copy:
+            statement = self._copy_statement(jobs)
+            with conn.cursor() as cursor, statement.copy(cursor) as copy:
                 for values in _copy_rows(jobs, row["now"]):
                     copy.write_row(values)
             self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+
+    def _copy_statement(self, jobs: Sequence[NewJob]) -> Query:
+        """``copy_jobs``, or its form with the headers column when any job has some."""
+        return (
+            self._queries.copy_jobs_with_headers if _has_headers(jobs) else self._queries.copy_jobs
+        )
 
     def _dedup_lock_name(self, job: NewJob) -> str:
         # Length-prefixed so (kind, key) pairs can never collide by concatenation;
@@ -352,6 +371,7 @@ class PostgresBackend:
                 failure_count=r["failure_count"],
                 created_at=r["created_at"],
                 claim_expires_at=r["claim_expires_at"],
+                headers=r["headers"],
             )
             for r in rows
         ]
@@ -713,15 +733,23 @@ class PostgresBackend:
         if len(jobs) >= COPY_THRESHOLD:
             await self._acopy(conn, jobs)
         elif len(jobs) == 1:
-            await self._queries.enqueue_job.aexec(conn, **self._one_job_params(jobs[0]))
-        else:
+            if jobs[0].headers is None:
+                await self._queries.enqueue_job.aexec(conn, **self._one_job_params(jobs[0]))
+            else:
+                await self._queries.enqueue_job_with_headers.aexec(
+                    conn, **self._traced_params(jobs)
+                )
+        elif not _has_headers(jobs):
             await self._queries.enqueue_jobs.aexec(conn, **self._jobs_params(jobs))
+        else:
+            await self._queries.enqueue_jobs_with_headers.aexec(conn, **self._traced_params(jobs))
 
     async def _acopy(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> None:
         async with conn.transaction():
             row = await self._queries.database_now.aone(conn)
             assert row is not None
-            async with conn.cursor() as cursor, self._queries.copy_jobs.acopy(cursor) as copy:
+            statement = self._copy_statement(jobs)
+            async with conn.cursor() as cursor, statement.acopy(cursor) as copy:
                 for values in _copy_rows(jobs, row["now"]):
                     await copy.write_row(values)
             await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
@@ -867,11 +895,13 @@ def _split_for_enqueue(
 
 
 def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
-    """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs)."""
+    """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs);
+    with a headers column when any job has headers (``copy_jobs_with_headers``)."""
+    traced = _has_headers(jobs)
     for offset, job in enumerate(jobs):
         created_at = start + timedelta(microseconds=offset)
         visible_at = job.eta if job.eta is not None else created_at + job.delay
-        yield (
+        row = (
             job.id,
             job.kind,
             job.payload,
@@ -881,6 +911,7 @@ def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, .
             visible_at,
             job.dedup_key,
         )
+        yield (*row, _headers_json(job)) if traced else row
 
 
 def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -937,3 +968,12 @@ def _missing_column(exc: psycopg.errors.UndefinedColumn) -> str:
     """``column j.traceback`` from the server's message (its wording varies little)."""
     first = str(exc).splitlines()[0]
     return first.removesuffix(" does not exist").strip() or "a column"
+
+
+def _has_headers(jobs: Sequence[NewJob]) -> bool:
+    """Whether an instrumented enqueue gave any of ``jobs`` trace headers (ADR 0127)."""
+    return any(job.headers is not None for job in jobs)
+
+
+def _headers_json(job: NewJob) -> str | None:
+    return None if job.headers is None else json.dumps(dict(job.headers))

@@ -126,7 +126,7 @@ SET status = 'claimed',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
-          j.created_at, j.claim_expires_at
+          j.created_at, j.claim_expires_at, j.headers
 
 -- name: finish_jobs :many :replan
 -- Many outcomes in one statement: each row change is fenced on its claim
@@ -509,7 +509,7 @@ SELECT count(*) AS changed FROM cancelled
 -- the code UndefinedColumn (both SchemaMissing), and a role without its grants
 -- InsufficientPrivilege; WHERE false plans to a Result, no scan. A migration that
 -- adds storage the runtime reads adds it here.
-SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited
+SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
@@ -626,3 +626,41 @@ WHERE j.id = %(id)s
 UPDATE {{prefix}}_jobs
 SET result_awaited = true
 WHERE id = %(id)s AND status IN ('pending', 'claimed') AND NOT result_awaited
+
+-- name: enqueue_job_with_headers :exec
+-- enqueue_job with the trace headers of an instrumented enqueue (ADR 0127); a
+-- statement of its own so the uninstrumented path sends nothing more.
+WITH clock AS (
+    SELECT clock_timestamp() AS enqueued_at
+), inserted AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers)
+    SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
+           coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
+           %(headers)s::jsonb
+    FROM clock
+    RETURNING 1
+)
+SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+
+-- name: enqueue_jobs_with_headers :exec
+-- enqueue_jobs with the trace headers of an instrumented enqueue (ADR 0127).
+WITH input AS (
+    SELECT i.*, clock_timestamp() AS enqueued_at
+    FROM unnest(
+        %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
+        %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[],
+        %(headers)s::text[]
+    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, headers)
+), inserted AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers)
+    SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at,
+           coalesce(eta, enqueued_at + delay), dedup_key, headers::jsonb
+    FROM input
+    RETURNING 1
+)
+SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+
+-- name: copy_jobs_with_headers :copy
+-- copy_jobs with the trace headers of an instrumented enqueue (ADR 0127).
+COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers)
+FROM STDIN

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 
 from venturi.backend import Backend
+from venturi.events import Events, JobsRecovered
 from venturi.options import DEFAULT_LEASE, DEFAULT_MAX_FAILURES
 from venturi.types import Claim, ClaimedJob
 
@@ -44,6 +45,7 @@ class LeaseKeeper:
         on_recovered: called after a sweep recovered rows (they may be claimable now).
         on_cancel_requested: called with the ids of held claims whose cancellation
             was requested, after each renewal that found some.
+        events: the App's event hub, told of recoveries (ADR 0127).
 
     ``step()`` does whatever is due and returns the seconds until the next
     thing is; a ``ServiceThread`` runs it. ``renew_once()`` and
@@ -59,8 +61,10 @@ class LeaseKeeper:
         recovery_interval: float = 5.0,
         on_recovered: Callable[[], None] | None = None,
         on_cancel_requested: Callable[[set[str]], None] | None = None,
+        events: Events | None = None,
     ) -> None:
         self._backend = backend
+        self._events = events
         self._on_recovered = on_recovered
         self._on_cancel_requested = on_cancel_requested
         self._leases = dict(leases)
@@ -155,6 +159,8 @@ class LeaseKeeper:
         )
         if count:
             logger.warning("recovered %d job(s) whose lease had expired", count)
+            if self._events is not None and self._events.active:
+                self._events.emit(JobsRecovered(count=count))
             if self._on_recovered is not None:
                 self._on_recovered()
         return count

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
+from venturi.events import Events
 from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
 from venturi.runtime.executor import Execution, aexecute, execute, record
 from venturi.runtime.leases import LeaseKeeper
@@ -51,6 +53,7 @@ class Runner:
         kinds: the kinds served, a subset of ``tasks``.
         worker_id: the ``claimed_by`` of the claims (``worker_id()``).
         concurrency: the handler threads running the claimed jobs (for ``plan``).
+        events: the App's event hub, told of claims and runs (ADR 0127).
     """
 
     def __init__(
@@ -61,8 +64,10 @@ class Runner:
         kinds: Collection[str],
         worker_id: str,
         concurrency: int = 1,
+        events: Events | None = None,
     ) -> None:
         self.backend = backend
+        self.events = events
         self.worker_id = worker_id
         self._tasks = {kind: tasks[kind] for kind in kinds}
         self._max_failures = {kind: task.options.max_failures for kind, task in tasks.items()}
@@ -83,6 +88,7 @@ class Runner:
             recovery_interval=recovery_interval,
             on_recovered=on_recovered,
             on_cancel_requested=on_cancel_requested,
+            events=self.events,
         )
 
     def task(self, kind: str) -> Task[Any, Any]:
@@ -95,7 +101,7 @@ class Runner:
         floors: Mapping[str, ClaimFloor] | None = None,
         horizon: timedelta = timedelta(0),
     ) -> list[ClaimedJob]:
-        return self.backend.claim(
+        jobs = self.backend.claim(
             kinds=request.kinds,
             limit=request.limit,
             worker_id=self.worker_id,
@@ -103,16 +109,34 @@ class Runner:
             horizon=horizon,
             floors=floors,
         )
+        if jobs and self.events is not None and self.events.active:
+            self.events.claimed(jobs, self.worker_id)
+        return jobs
 
     def execute(self, job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None) -> Execution:
         """Run the job's handler in this thread (executor.py: it never raises for a handler)."""
-        return execute(self._tasks[job.kind], job, cancelled=cancelled)
+        events = self.events
+        if events is None or not events.active:
+            return execute(self._tasks[job.kind], job, cancelled=cancelled)
+        started = time.monotonic()
+        with events.running(job, self.worker_id):
+            execution = execute(self._tasks[job.kind], job, cancelled=cancelled)
+            events.ended(job, self.worker_id, execution.outcome, time.monotonic() - started)
+        return execution
 
     async def aexecute(
         self, job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None
     ) -> Execution:
-        """Await the job's ``async def`` handler on the running loop (``executor.aexecute``)."""
-        return await aexecute(self._tasks[job.kind], job, cancelled=cancelled)
+        """Await the job's ``async def`` handler on the running loop (``executor.aexecute``),
+        observed as ``execute`` is (the run span is the current one inside the task)."""
+        events = self.events
+        if events is None or not events.active:
+            return await aexecute(self._tasks[job.kind], job, cancelled=cancelled)
+        started = time.monotonic()
+        with events.running(job, self.worker_id):
+            execution = await aexecute(self._tasks[job.kind], job, cancelled=cancelled)
+            events.ended(job, self.worker_id, execution.outcome, time.monotonic() - started)
+        return execution
 
     def record(self, executions: Sequence[Execution]) -> set[str]:
         """Write the outcomes in one fenced ``finish``; returns the ids written (ADR 0104)."""
