@@ -1,0 +1,1 @@
+-- Placeholder for V6 (results, another tree); drop at merge.

@@ -1,0 +1,1 @@
+-- Placeholder for V7 (trace context, another tree); drop at merge.
