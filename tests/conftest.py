@@ -70,7 +70,7 @@ def prefix(database_url: str) -> Iterator[str]:
 
 def drop_prefix(database_url: str, prefix: str) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("workers", "journal", "jobs", "migrations"):
+        for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
             conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
 
 

@@ -32,6 +32,8 @@ from venturi.types import (
     JobDetail,
     JobRef,
     JobRow,
+    KindLimits,
+    LimitedClaim,
     NewJob,
     Page,
     Renewal,
@@ -42,6 +44,10 @@ from venturi.types import (
     WorkerInfo,
     WorkerRegistration,
 )
+
+#: How long ``claim_limited`` reports a kind at its global cap as throttled: a
+#: slot freed by another worker is noticed within this (ADR 0128).
+CAP_RECHECK = timedelta(milliseconds=100)
 
 
 class Listener(Protocol):
@@ -346,4 +352,28 @@ class Backend(Protocol):
     def unserved_kinds(self) -> list[str]:
         """Kinds with a due pending job (``visible_at <= now()``) that no unexpired
         registry entry serves, sorted; ``[]`` when every due kind is served."""
+        ...
+
+    def claim_limited(
+        self,
+        *,
+        kinds: Collection[str],
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        limits: Mapping[str, KindLimits],
+        horizon: timedelta = timedelta(0),
+        floors: Mapping[str, ClaimFloor] | None = None,
+    ) -> LimitedClaim:
+        """``claim``, with the kinds in ``limits`` bounded across every claimer (ADR 0128).
+
+        In one transaction, serialized per limited kind across claimers: a kind
+        with ``global_concurrency`` gets at most that many minus its rows
+        already ``claimed`` (by anyone); a kind with a ``rate_limit`` at most
+        the starts due by now (``burst`` at once, then one per ``interval``),
+        and the starts it takes are spent. A kind that gets no room is left out
+        of the claim and reported in ``throttled`` with how long until it may
+        have some (the next rate token; a short recheck at the cap). Kinds of
+        ``kinds`` not in ``limits`` are claimed as by ``claim``.
+        """
         ...

@@ -379,11 +379,15 @@ class Worker:
             if runtime.is_draining:
                 return 0.0
             request = runner.plan.request(
-                free=self._room(runtime), running=runtime.running_by_kind, is_renewed=True
+                free=self._room(runtime),
+                running=runtime.running_by_kind,
+                is_renewed=True,
+                now=time.monotonic(),
             )
         if request is None:
-            # Not worth a claim yet (or every capped kind is full): a handler ending wakes us.
-            waiter.wait(self.poll_interval)
+            # Not worth a claim yet (or every capped kind is full): a handler ending wakes us,
+            # and a kind throttled across workers (ADR 0128) is due at its time.
+            waiter.wait(self._throttled_wait(runner, self.poll_interval))
             return 0.0
         floors = runtime.floors.current(time.monotonic())
         jobs = runner.claim(request, floors=floors)
@@ -394,8 +398,16 @@ class Worker:
             # prepared its next query (measured: 0.4 ms -> 0.15 ms from claim to start).
             time.sleep(0)
         if len(jobs) < request.limit:
-            waiter.wait(waiter.time_to_next_job(request.kinds))
+            plan, now = runner.plan, time.monotonic()
+            unthrottled = [kind for kind in request.kinds if plan.is_unthrottled(kind, now)]
+            waiter.wait(self._throttled_wait(runner, waiter.time_to_next_job(unthrottled)))
         return 0.0
+
+    @staticmethod
+    def _throttled_wait(runner: Runner, wait: float) -> float:
+        """``wait``, shortened to when the soonest throttled kind is due (ADR 0128)."""
+        due = runner.plan.next_unthrottled(time.monotonic())
+        return wait if due is None else min(wait, due)
 
     def _room(self, runtime: _Runtime) -> int:
         """Jobs worth claiming now (called under ``self._lock``); a slot whose

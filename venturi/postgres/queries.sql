@@ -94,12 +94,14 @@ SELECT pg_notify(%(channel)s, '')
 -- condition, where the scan starts, so it skips the future-visible rows before
 -- it; `kind >= k.kind` stays beside it because without it the generic plan
 -- reads _jobs_visible and sorts. The CTE bounds the UPDATE to the LIMIT.
--- run_count is the claim's fence (ADR 19).
+-- run_count is the claim's fence (ADR 19). kind_limits bounds each probe: the
+-- claim's LIMIT, or less for a kind limited across workers (ADR 0128).
 WITH picked AS (
     SELECT c.id
     FROM unnest(
-        %(kinds)s::text[], %(floor_priorities)s::smallint[], %(floor_created_at)s::timestamptz[]
-    ) AS k(kind, floor_priority, floor_created_at)
+        %(kinds)s::text[], %(floor_priorities)s::smallint[], %(floor_created_at)s::timestamptz[],
+        %(kind_limits)s::int[]
+    ) AS k(kind, floor_priority, floor_created_at, kind_limit)
     CROSS JOIN LATERAL (
         SELECT id, priority, created_at
         FROM {{prefix}}_jobs
@@ -112,7 +114,7 @@ WITH picked AS (
           )
           AND visible_at <= now() + %(horizon)s
         ORDER BY kind, priority, created_at
-        LIMIT %(limit)s
+        LIMIT k.kind_limit
         FOR UPDATE SKIP LOCKED
     ) AS c
     ORDER BY c.priority, c.created_at
@@ -499,8 +501,9 @@ SELECT count(*) AS changed FROM cancelled
 -- the code UndefinedColumn (both SchemaMissing), and a role without its grants
 -- InsufficientPrivilege; WHERE false plans to a Result, no scan. A migration that
 -- adds storage the runtime reads adds it here.
-SELECT j.cancel_requested_at, e.traceback, w.expires_at
-FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
+SELECT j.cancel_requested_at, e.traceback, w.expires_at, l.next_start_at
+FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w,
+     {{prefix}}_claim_limits AS l
 WHERE false
 
 -- name: register_worker :exec
@@ -594,3 +597,33 @@ UPDATE {{prefix}}_jobs
 SET cancel_requested_at = coalesce(cancel_requested_at, now())
 WHERE id = %(id)s AND status = 'claimed'
 RETURNING *
+
+-- name: lock_claim_limits :exec
+-- The first statement of a limited claim (ADR 0128): creates the limited kinds'
+-- rows on first use and locks them until the claim commits, in kind order so two
+-- claimers never deadlock. The next statement of the transaction takes a new
+-- snapshot, so it sees every claim committed by the previous holder.
+INSERT INTO {{prefix}}_claim_limits (kind)
+SELECT kind FROM unnest(%(kinds)s::text[]) AS k(kind) ORDER BY kind
+ON CONFLICT (kind) DO UPDATE SET kind = excluded.kind
+
+-- name: claim_limit_state :many
+-- The locked kinds' next start (never before now: tokens unused while idle do
+-- not pile up past the burst) and, for the capped ones, their claimed rows (one
+-- _jobs_history probe per capped kind, bounded by its cap), with the
+-- transaction's clock, which the claim that follows shares.
+SELECT l.kind, greatest(l.next_start_at, now()) AS next_start_at, now() AS now,
+       CASE WHEN l.kind = ANY(%(capped)s::text[]) THEN (
+           SELECT count(*) FROM {{prefix}}_jobs AS j
+           WHERE j.status = 'claimed' AND j.kind = l.kind
+       ) END AS claimed
+FROM {{prefix}}_claim_limits AS l
+WHERE l.kind = ANY(%(kinds)s::text[])
+
+-- name: advance_rate_limits :exec
+-- Spends the starts a limited claim took: each kind's next start moves on by one
+-- interval per job claimed (computed by the adapter from claim_limit_state).
+UPDATE {{prefix}}_claim_limits AS l
+SET next_start_at = a.next_start_at
+FROM unnest(%(kinds)s::text[], %(next_start_at)s::timestamptz[]) AS a(kind, next_start_at)
+WHERE l.kind = a.kind

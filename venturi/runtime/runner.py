@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -96,14 +97,31 @@ class Runner:
         floors: Mapping[str, ClaimFloor] | None = None,
         horizon: timedelta = timedelta(0),
     ) -> list[ClaimedJob]:
-        return self.backend.claim(
+        """One claim; through ``claim_limited`` when a kind is limited across workers,
+        whose throttled kinds the plan then leaves out until their time (ADR 0128)."""
+        if not any(kind in self.plan.limits for kind in request.kinds):
+            return self.backend.claim(
+                kinds=request.kinds,
+                limit=request.limit,
+                worker_id=self.worker_id,
+                lease=request.lease,
+                horizon=horizon,
+                floors=floors,
+            )
+        claimed = self.backend.claim_limited(
             kinds=request.kinds,
             limit=request.limit,
             worker_id=self.worker_id,
             lease=request.lease,
+            limits=self.plan.limits,
             horizon=horizon,
             floors=floors,
         )
+        self.plan.throttle(
+            {kind: wait.total_seconds() for kind, wait in claimed.throttled.items()},
+            time.monotonic(),
+        )
+        return claimed.jobs
 
     def execute(self, job: ClaimedJob, *, cancelled: threading.Event | None = None) -> Execution:
         """Run the job's handler in this thread (executor.py: it never raises for a handler)."""
