@@ -18,7 +18,7 @@ from venturi.backend import Backend
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
 from venturi.naming import DEFAULT_PREFIX, Prefix
-from venturi.options import TaskOptions
+from venturi.options import TaskOptions, validate_age_after
 from venturi.registry import Registry, default_registry, set_current_app
 from venturi.schedule import Schedule
 from venturi.serialization import is_storable_text
@@ -78,6 +78,10 @@ class App:
         backend: a ready ``Backend`` (tests, other adapters); overrides the two above.
         set_as_current: make this the App that default-registry tasks
             (``@venturi.task``) enqueue through, like Celery's ``current_app``.
+        age_after: priority aging: its workers promote a pending job to HIGH
+            once it has been visible this long (a timedelta or seconds), so a
+            stream of HIGH work never starves a LOW job. ``None`` (default):
+            claim order is tier then age, exactly.
 
     Example::
 
@@ -92,8 +96,10 @@ class App:
         *,
         backend: Backend | None = None,
         set_as_current: bool = True,
+        age_after: timedelta | float | None = None,
     ) -> None:
         self.prefix = Prefix.parse(prefix).value
+        self.age_after = validate_age_after(age_after)
         self.database_url = database_url
         self.registry = Registry()
         self._schedules: list[Schedule] = []

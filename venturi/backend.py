@@ -377,3 +377,12 @@ class Backend(Protocol):
         ``kinds`` not in ``limits`` are claimed as by ``claim``.
         """
         ...
+
+    def promote_waiting(self, kinds: Collection[str], *, age_after: timedelta, limit: int) -> int:
+        """Priority aging: up to ``limit`` pending jobs per kind of ``kinds`` that have
+        been visible for ``age_after`` or longer become HIGH; returns how many.
+
+        Their ``created_at`` is untouched, so among HIGH jobs they come first.
+        Rows another claimer holds are skipped.
+        """
+        ...

@@ -230,6 +230,18 @@ def to_timedelta(value: object) -> timedelta | None:
     return None
 
 
+def validate_age_after(value: object) -> timedelta | None:
+    """``App(age_after=)``: None, or a positive timedelta (or seconds)."""
+    if value is None:
+        return None
+    age_after = to_timedelta(value)
+    if age_after is None or age_after <= _ZERO:
+        raise ConfigurationError(
+            f"age_after must be a positive timedelta (or seconds), got {value!r}"
+        )
+    return age_after
+
+
 _RATE = re.compile(r"([0-9]+)/([smh])")
 _PERIODS: Final = {"s": timedelta(seconds=1), "m": timedelta(minutes=1), "h": timedelta(hours=1)}
 

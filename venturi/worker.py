@@ -367,6 +367,7 @@ class Worker:
                 kinds=self.kinds,
                 worker_id=self.worker_id,
                 concurrency=self.concurrency,
+                age_after=self.app.age_after,
             )
         return self._runner
 
@@ -375,6 +376,7 @@ class Worker:
     def _claim_step(self, runtime: _Runtime) -> float:
         runner, waiter = runtime.runner, runtime.waiter
         waiter.arm()
+        runner.promote_due(time.monotonic())
         with self._lock:
             if runtime.is_draining:
                 return 0.0

@@ -1,5 +1,5 @@
-"""Backend.claim_limited: global caps and rate limits shared by every claimer of a prefix
-(ADR 0128; the contract in venturi/backend.py)."""
+"""Backend.claim_limited and promote_waiting: global caps and rate limits shared by every
+claimer of a prefix, and priority aging (ADR 0128; the contracts in venturi/backend.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from venturi.types import (
     LimitedClaim,
     Outcome,
     OutcomeKind,
+    Priority,
     RateLimit,
 )
 
@@ -128,3 +129,32 @@ def test_concurrent_claimers_never_exceed_a_cap_together(
         thread.join()
 
     assert sum(got) == 3
+
+
+def test_aging_makes_jobs_waiting_age_after_high(backend: Backend, db: Any) -> None:
+    old_low, old_normal, fresh_low, high = (
+        new_job(priority=Priority.LOW),
+        new_job(),
+        new_job(priority=Priority.LOW),
+        new_job(priority=Priority.HIGH),
+    )
+    backend.enqueue([old_low, old_normal, fresh_low, high])
+    for job in (old_low, old_normal, high):
+        db.execute(
+            "UPDATE {{prefix}}_jobs SET visible_at = now() - interval '90 seconds' WHERE id = %s",
+            (job.id,),
+        )
+
+    promoted = backend.promote_waiting([KIND], age_after=timedelta(minutes=1), limit=100)
+    again = backend.promote_waiting([KIND], age_after=timedelta(minutes=1), limit=100)
+
+    tiers = {
+        row["id"]: row["priority"] for row in db.all("SELECT id, priority FROM {{prefix}}_jobs")
+    }
+    assert (promoted, again) == (2, 0)
+    assert tiers == {
+        old_low.id: Priority.HIGH,
+        old_normal.id: Priority.HIGH,
+        fresh_low.id: Priority.LOW,
+        high.id: Priority.HIGH,
+    }

@@ -917,3 +917,18 @@ def test_spending_rate_tokens_touches_the_limits_alone(limited: Planner) -> None
         next_start_at=[datetime.now(UTC)] * len(LIMITED),
     )
     _reads_only_the_limits(limited, plan)
+
+
+def test_priority_aging_probes_the_visible_index_per_kind_from_the_oldest_row(
+    planner: Planner,
+) -> None:
+    """Only rows visible for age_after or longer are read, nothing sorted, changed by key."""
+    plan = planner.explain(
+        "promote_waiting", kinds=list(KINDS), age_after=timedelta(minutes=5), limit=500
+    )
+    probes = plan.index_scans(planner.index("_jobs_visible"))
+    assert probes, plan.text
+    assert all("visible_at <=" in n.get("Index Cond") for n in probes), plan.text
+    assert plan.sorts() == [], plan.text
+    assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text

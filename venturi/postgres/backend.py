@@ -767,6 +767,16 @@ class PostgresBackend:
             self._spend_rate_tokens(conn, limits, state, rows)
         return LimitedClaim(_claimed_jobs(rows, worker_id), throttled)
 
+    def promote_waiting(self, kinds: Collection[str], *, age_after: timedelta, limit: int) -> int:
+        if not kinds:
+            return 0
+        row = self._run(
+            lambda conn: self._queries.promote_waiting.one(
+                conn, kinds=list(kinds), age_after=age_after, limit=limit
+            )
+        )
+        return int(row["promoted"]) if row is not None else 0
+
     def _spend_rate_tokens(
         self,
         conn: Connection,

@@ -627,3 +627,32 @@ UPDATE {{prefix}}_claim_limits AS l
 SET next_start_at = a.next_start_at
 FROM unnest(%(kinds)s::text[], %(next_start_at)s::timestamptz[]) AS a(kind, next_start_at)
 WHERE l.kind = a.kind
+
+-- name: promote_waiting :one
+-- Priority aging (App(age_after=)): a pending job visible for age_after or
+-- longer is promoted to HIGH, where its age puts it ahead of newer HIGH work.
+-- One _jobs_visible range probe per kind, in no particular order (every row
+-- found is due, and the next step takes the rest of a large batch); only rows
+-- visible that long are read (`priority + 0` keeps the tier out of the index
+-- conditions, which would otherwise walk every NORMAL and LOW row of the kind in
+-- _jobs_claim); the rows are then changed by primary key. SKIP LOCKED: a row
+-- being claimed is not waited for.
+WITH aged AS (
+    SELECT a.id
+    FROM unnest(%(kinds)s::text[]) AS k(kind)
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM {{prefix}}_jobs
+        WHERE status = 'pending' AND kind = k.kind
+          AND visible_at <= now() - %(age_after)s::interval
+          AND priority + 0 > 0
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS a
+), promoted AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET priority = 0
+    WHERE j.id = ANY(ARRAY(SELECT id FROM aged))
+    RETURNING 1
+)
+SELECT count(*) AS promoted FROM promoted

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Most jobs per kind one aging step promotes.
+AGING_BATCH = 500
+#: Shortest time between two aging steps, in seconds.
+MIN_AGING_STEP = 0.1
+
 
 def worker_id() -> str:
     """``host:pid``, the ``claimed_by`` of every claim this process makes (ADR 19)."""
@@ -53,6 +58,7 @@ class Runner:
         kinds: the kinds served, a subset of ``tasks``.
         worker_id: the ``claimed_by`` of the claims (``worker_id()``).
         concurrency: the handler threads running the claimed jobs (for ``plan``).
+        age_after: the App's priority aging (``promote_due``); None: none.
     """
 
     def __init__(
@@ -63,9 +69,12 @@ class Runner:
         kinds: Collection[str],
         worker_id: str,
         concurrency: int = 1,
+        age_after: timedelta | None = None,
     ) -> None:
         self.backend = backend
         self.worker_id = worker_id
+        self._age_after = age_after
+        self._next_promotion = 0.0
         self._tasks = {kind: tasks[kind] for kind in kinds}
         self._max_failures = {kind: task.options.max_failures for kind, task in tasks.items()}
         self.plan = ClaimPlan.for_tasks(self._tasks, concurrency=concurrency)
@@ -86,6 +95,18 @@ class Runner:
             on_recovered=on_recovered,
             on_cancel_requested=on_cancel_requested,
         )
+
+    def promote_due(self, now: float) -> None:
+        """Priority aging, at most every tenth of ``age_after`` (and at most ten times
+        a second): a job is promoted within about 10% of its due time."""
+        if self._age_after is None or now < self._next_promotion:
+            return
+        self._next_promotion = now + max(self._age_after.total_seconds() / 10, MIN_AGING_STEP)
+        promoted = self.backend.promote_waiting(
+            self._tasks, age_after=self._age_after, limit=AGING_BATCH
+        )
+        if promoted:
+            logger.debug("promoted %d waiting jobs one tier", promoted)
 
     def task(self, kind: str) -> Task[Any, Any]:
         return self._tasks[kind]
