@@ -500,10 +500,11 @@ SELECT count(*) AS changed FROM cancelled
 -- newest column of each, so an unmigrated prefix raises UndefinedTable, one behind
 -- the code UndefinedColumn (both SchemaMissing), and a role without its grants
 -- InsufficientPrivilege; WHERE false plans to a Result, no scan. A migration that
--- adds storage the runtime reads adds it here.
-SELECT j.cancel_requested_at, e.traceback, w.expires_at, l.next_start_at
-FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w,
-     {{prefix}}_claim_limits AS l
+-- adds storage the runtime reads adds it here. Later tables go in the select list,
+-- which is resolved after FROM, so the oldest missing migration is the one named.
+SELECT j.cancel_requested_at, e.traceback, w.expires_at,
+       (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at
+FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
 -- name: register_worker :exec
