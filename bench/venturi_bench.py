@@ -107,7 +107,7 @@ class Prefix:
     def close(self) -> None:
         self.app.close()
         try:
-            for table in ("workers", "journal", "jobs", "migrations"):
+            for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
                 self.conn.execute(self.sql(f"DROP TABLE IF EXISTS {{p}}_{table} CASCADE"))
         finally:
             self.conn.close()

@@ -20,7 +20,7 @@ from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
 from venturi.events import Events
 from venturi.naming import DEFAULT_PREFIX, Prefix
-from venturi.options import TaskOptions
+from venturi.options import TaskOptions, validate_age_after
 from venturi.registry import Registry, default_registry, set_current_app
 from venturi.results import DEFAULT_RESULT_MAX_BYTES, status_of, wait_for_result
 from venturi.schedule import Schedule
@@ -94,6 +94,10 @@ class App:
         result_max_bytes: the largest result (UTF-8 bytes of its JSON) the
             default adapter stores (ADR 0124; default 1 MiB); a larger one is
             not stored, the job still completes and its note says so.
+        age_after: priority aging: its workers promote a pending job to HIGH
+            once it has been visible this long (a timedelta or seconds), so a
+            stream of HIGH work never starves a LOW job. ``None`` (default):
+            claim order is tier then age, exactly.
 
     Example::
 
@@ -111,9 +115,11 @@ class App:
         backend: Backend | None = None,
         set_as_current: bool = True,
         result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
+        age_after: timedelta | float | None = None,
     ) -> None:
         self.prefix = Prefix.parse(prefix).value
         self.result_max_bytes = result_max_bytes
+        self.age_after = validate_age_after(age_after)
         self.database_url = database_url
         self.direct_url = direct_url
         self.transaction_pooling = transaction_pooling

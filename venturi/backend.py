@@ -32,6 +32,8 @@ from venturi.types import (
     JobDetail,
     JobRef,
     JobRow,
+    KindLimits,
+    LimitedClaim,
     NewJob,
     Page,
     Renewal,
@@ -43,6 +45,10 @@ from venturi.types import (
     WorkerInfo,
     WorkerRegistration,
 )
+
+#: How long ``claim_limited`` reports a kind at its global cap as throttled: a
+#: slot freed by another worker is noticed within this (ADR 0128).
+CAP_RECHECK = timedelta(milliseconds=100)
 
 
 class Listener(Protocol):
@@ -373,4 +379,37 @@ class Backend(Protocol):
         """Wake-ups for one awaited job's end, on a connection of its own (subscribed
         on the first ``wait``). A wake-up is a hint: the waiter reads the row again;
         ends not recorded by ``finish`` (recovery, cancel) send none, so waiters poll."""
+        ...
+
+    def claim_limited(
+        self,
+        *,
+        kinds: Collection[str],
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        limits: Mapping[str, KindLimits],
+        horizon: timedelta = timedelta(0),
+        floors: Mapping[str, ClaimFloor] | None = None,
+    ) -> LimitedClaim:
+        """``claim``, with the kinds in ``limits`` bounded across every claimer (ADR 0128).
+
+        In one transaction, serialized per limited kind across claimers: a kind
+        with ``global_concurrency`` gets at most that many minus its rows
+        already ``claimed`` (by anyone); a kind with a ``rate_limit`` at most
+        the starts due by now (``burst`` at once, then one per ``interval``),
+        and the starts it takes are spent. A kind that gets no room is left out
+        of the claim and reported in ``throttled`` with how long until it may
+        have some (the next rate token; a short recheck at the cap). Kinds of
+        ``kinds`` not in ``limits`` are claimed as by ``claim``.
+        """
+        ...
+
+    def promote_waiting(self, kinds: Collection[str], *, age_after: timedelta, limit: int) -> int:
+        """Priority aging: up to ``limit`` pending jobs per kind of ``kinds`` that have
+        been visible for ``age_after`` or longer become HIGH; returns how many.
+
+        Their ``created_at`` is untouched, so among HIGH jobs they come first.
+        Rows another claimer holds are skipped.
+        """
         ...

@@ -28,7 +28,7 @@ from venturi.errors import (
 )
 from venturi.merge import MergeFunction, keep_existing
 from venturi.serialization import is_storable_text
-from venturi.types import Priority
+from venturi.types import Priority, RateLimit
 
 MAX_KIND_BYTES: Final = 255
 MAX_DEDUP_KEY_BYTES: Final = 1024
@@ -73,6 +73,10 @@ class TaskOptions:
             seconds); past it the worker records the run ``retried`` (``dead``
             at the backstop) with note ``time limit exceeded`` and discards
             the handler's late outcome (ADR 0121). ``None`` (default): no limit.
+        global_concurrency: at most this many jobs of the kind claimed at once
+            across every worker of the prefix (ADR 0128); ``None`` (default): none.
+        rate_limit: at most this many starts per period across every worker of
+            the prefix, ``"<n>/s"``, ``"<n>/m"`` or ``"<n>/h"`` (ADR 0128).
     """
 
     kind: str | None = None
@@ -87,6 +91,8 @@ class TaskOptions:
     schedule: str | None = None
     timezone: str = "UTC"
     time_limit: timedelta | None = None
+    global_concurrency: int | None = None
+    rate_limit: RateLimit | None = None
 
     @classmethod
     def parse(cls, **options: Any) -> TaskOptions:
@@ -123,6 +129,12 @@ class TaskOptions:
             values["timezone"] = options["timezone"]
         if options.get("time_limit") is not None:
             values["time_limit"] = _time_limit_option(options["time_limit"])
+        if options.get("global_concurrency") is not None:
+            values["global_concurrency"] = _positive_int(
+                "global_concurrency", options["global_concurrency"]
+            )
+        if options.get("rate_limit") is not None:
+            values["rate_limit"] = parse_rate_limit(options["rate_limit"])
         if options.get("schedule") is not None:
             values["schedule"] = _schedule_option(
                 options["schedule"], values.get("timezone", "UTC")
@@ -216,6 +228,35 @@ def to_timedelta(value: object) -> timedelta | None:
         except OverflowError:
             return None
     return None
+
+
+def validate_age_after(value: object) -> timedelta | None:
+    """``App(age_after=)``: None, or a positive timedelta (or seconds)."""
+    if value is None:
+        return None
+    age_after = to_timedelta(value)
+    if age_after is None or age_after <= _ZERO:
+        raise ConfigurationError(
+            f"age_after must be a positive timedelta (or seconds), got {value!r}"
+        )
+    return age_after
+
+
+_RATE = re.compile(r"([0-9]+)/([smh])")
+_PERIODS: Final = {"s": timedelta(seconds=1), "m": timedelta(minutes=1), "h": timedelta(hours=1)}
+
+
+def parse_rate_limit(value: object) -> RateLimit:
+    """``"<n>/s"``, ``"<n>/m"`` or ``"<n>/h"`` with n at least 1 (a RateLimit passes as is)."""
+    if isinstance(value, RateLimit):
+        return value
+    match = _RATE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match is None or int(match.group(1)) < 1:
+        raise ConfigurationError(
+            f"rate_limit must be '<n>/s', '<n>/m' or '<n>/h' with n at least 1"
+            f" (e.g. '100/s'), got {value!r}"
+        )
+    return RateLimit(int(match.group(1)), _PERIODS[match.group(2)])
 
 
 def _callable_option(name: str, value: object) -> Callable[..., Any]:

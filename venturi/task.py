@@ -462,6 +462,8 @@ def task(
     schedule: str | None = None,
     timezone: str = "UTC",
     time_limit: timedelta | float | None = None,
+    global_concurrency: int | None = None,
+    rate_limit: str | None = None,
 ) -> TaskDecorator: ...
 def task(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a handler in the default registry (``@task`` or ``@task(...)``).

@@ -388,3 +388,44 @@ class StoredResult:
     status: Status
     result: str | None
     note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """``starts`` per ``period`` across every worker of the prefix (ADR 0128).
+
+    Starts are spaced ``interval`` apart, with at most ``burst`` handed out at
+    once (a tenth of ``starts``, at least one), so a limit is a steady rate,
+    not ``starts`` at the top of each period.
+    """
+
+    starts: int
+    period: timedelta
+
+    @property
+    def interval(self) -> timedelta:
+        return self.period / self.starts
+
+    @property
+    def burst(self) -> int:
+        return max(1, self.starts // 10)
+
+
+@dataclass(frozen=True, slots=True)
+class KindLimits:
+    """What bounds the claims of one kind across workers (ADR 0128); None: no bound."""
+
+    global_concurrency: int | None = None
+    rate_limit: RateLimit | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitedClaim:
+    """A claim under ``KindLimits``: the jobs, and the kinds it could not claim yet.
+
+    ``throttled`` maps each kind at its global cap or out of rate tokens to how
+    long to wait before asking for it again.
+    """
+
+    jobs: list[ClaimedJob]
+    throttled: dict[str, timedelta]

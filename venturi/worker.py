@@ -430,6 +430,7 @@ class Worker:
                 worker_id=self.worker_id,
                 concurrency=self.concurrency,
                 events=self.app.events,
+                age_after=self.app.age_after,
             )
         return self._runner
 
@@ -445,6 +446,7 @@ class Worker:
         """One claim per pool with room (sync handlers, async handlers), then the wait."""
         runner, waiter = runtime.runner, runtime.waiter
         waiter.arm()
+        runner.promote_due(time.monotonic())
         with self._lock:
             if runtime.is_draining:
                 return 0.0
@@ -456,18 +458,20 @@ class Worker:
                         free=self._room(runtime, pool),
                         running=runtime.running_by_kind,
                         is_renewed=True,
+                        now=time.monotonic(),
                     )
                 )
                 is not None
             ]
         if not requests:
-            # Not worth a claim yet (or every capped kind is full): a handler ending wakes us.
-            waiter.wait(self.poll_interval)
+            # Not worth a claim yet (or every capped kind is full): a handler ending wakes us,
+            # and a kind throttled across workers (ADR 0128) is due at its time.
+            waiter.wait(self._throttled_wait(runtime, self.poll_interval))
             return 0.0
         short: list[str] = []
         for pool, request in requests:
             floors = pool.floors.current(time.monotonic())
-            jobs = runner.claim(request, floors=floors)
+            jobs = runner.claim(request, floors=floors, plan=pool.plan)
             pool.floors.record(jobs, used=floors, limit=request.limit, now=time.monotonic())
             if jobs:
                 self._dispatch(runtime, jobs, is_async=pool.is_async)
@@ -475,10 +479,20 @@ class Worker:
                 # prepared its next query (measured: 0.4 ms -> 0.15 ms from claim to start).
                 time.sleep(0)
             if len(jobs) < request.limit:
-                short.extend(request.kinds)
+                now = time.monotonic()
+                short.extend(k for k in request.kinds if pool.plan.is_unthrottled(k, now))
         if short:
-            waiter.wait(waiter.time_to_next_job(short))
+            waiter.wait(self._throttled_wait(runtime, waiter.time_to_next_job(short)))
         return 0.0
+
+    @staticmethod
+    def _throttled_wait(runtime: _Runtime, wait: float) -> float:
+        """``wait``, shortened to when the soonest throttled kind is due (ADR 0128)."""
+        now = time.monotonic()
+        dues = [
+            due for pool in runtime.pools if (due := pool.plan.next_unthrottled(now)) is not None
+        ]
+        return min([wait, *dues])
 
     def _room(self, runtime: _Runtime, pool: _Pool) -> int:
         """Jobs worth claiming now for ``pool`` (called under ``self._lock``).

@@ -40,6 +40,7 @@ def test_claim_reads_the_per_kind_claim_index_when_one_kind_fills_the_table(
         "kinds": kinds,
         "floor_priorities": [None] * len(kinds),
         "floor_created_at": [None] * len(kinds),
+        "kind_limits": [8] * len(kinds),
         "limit": 8,
         "worker_id": "h:1",
         "lease": timedelta(minutes=1),

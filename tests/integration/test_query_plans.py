@@ -328,6 +328,7 @@ def _claim_params(
         "kinds": list(kinds),
         "floor_priorities": [priority] * len(kinds),
         "floor_created_at": [created_at] * len(kinds),
+        "kind_limits": [limit] * len(kinds),
         "limit": limit,
         "worker_id": "host-1:4242",
         "lease": LEASE,
@@ -448,6 +449,7 @@ _CLAIM_PARAM_TYPES = {
     "kinds": "text[]",
     "floor_priorities": "smallint[]",
     "floor_created_at": "timestamptz[]",
+    "kind_limits": "int[]",
     "horizon": "interval",
     "limit": "bigint",
     "worker_id": "text",
@@ -894,3 +896,75 @@ def test_unserved_kinds_probes_the_visible_index_once_per_pending_kind(registry:
     assert len(plan.table_reads(f"{registry.prefix.value}_workers")) == 1, plan.text
     row = registry.conn.execute(registry.queries.unserved_kinds.sql).fetchall()
     assert [r["kind"] for r in row] == ["backups.verify"]
+
+
+# -- limits across workers (ADR 0128) ----------------------------------------------------------
+
+#: The limited kinds of the claim-limits tests: one a backlog kind, one with claimed rows.
+LIMITED = ["crm.sync", "mail.send"]
+
+
+@pytest.fixture(scope="module")
+def limited(planner: Planner) -> Planner:
+    """The planner's queue, plus the limiter rows of every kind (a prefix where all are limited)."""
+    planner.conn.execute(
+        planner.prefix.substitute(
+            "INSERT INTO {{prefix}}_claim_limits (kind) SELECT unnest(%(kinds)s::text[])"
+        ),
+        {"kinds": list(KINDS)},
+    )
+    planner.conn.execute(f"VACUUM ANALYZE {planner.prefix.value}_claim_limits")
+    return planner
+
+
+def _reads_only_the_limits(planner: Planner, plan: Plan) -> None:
+    limits = f"{planner.prefix.value}_claim_limits"
+    scanned = {
+        n.get("Relation Name") or n.get("Index Name") for n in plan.nodes if "Scan" in n.type
+    }
+    assert scanned - {"", limits, f"{limits}_pkey"} == set(), plan.text
+
+
+def test_locking_the_limits_upserts_on_their_primary_key_only(limited: Planner) -> None:
+    plan = limited.explain("lock_claim_limits", kinds=LIMITED)
+    assert _arbiter_indexes(plan) == [limited.index("_claim_limits_pkey")], plan.text
+    _reads_only_the_limits(limited, plan)
+
+
+def test_the_limit_state_counts_claimed_rows_per_capped_kind_through_an_index(
+    limited: Planner,
+) -> None:
+    """The running count of a capped kind reads its claimed rows only, never the table."""
+    plan = limited.explain("claim_limit_state", kinds=LIMITED, capped=LIMITED)
+    counts = [
+        n
+        for n in plan.table_reads(limited.jobs)
+        if n.get("Index Name") == limited.index("_jobs_history")
+    ]
+    assert counts, plan.text
+    assert all("'claimed'" in n.get("Index Cond") for n in counts), plan.text
+    assert plan.seq_scans(limited.jobs) == [], plan.text
+
+
+def test_spending_rate_tokens_touches_the_limits_alone(limited: Planner) -> None:
+    plan = limited.explain(
+        "advance_rate_limits",
+        kinds=LIMITED,
+        next_start_at=[datetime.now(UTC)] * len(LIMITED),
+    )
+    _reads_only_the_limits(limited, plan)
+
+
+def test_priority_aging_probes_the_visible_index_per_kind_from_the_oldest_row(
+    planner: Planner,
+) -> None:
+    """Only rows visible for age_after or longer are read, nothing sorted, changed by key."""
+    plan = planner.explain(
+        "promote_waiting", kinds=list(KINDS), age_after=timedelta(minutes=5), limit=500
+    )
+    probes = plan.index_scans(planner.index("_jobs_visible"))
+    assert probes, plan.text
+    assert all("visible_at <=" in n.get("Index Cond") for n in probes), plan.text
+    assert plan.sorts() == [], plan.text
+    assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text

@@ -33,7 +33,7 @@ def fresh_prefixes(conn: psycopg.Connection[Any]) -> Iterator[list[str]]:
 
     yield [make(), make()]
     for value in made:
-        for table in ("workers", "journal", "jobs", "migrations"):
+        for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
             conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 
@@ -53,7 +53,7 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
     finally:
         app.close()
 
-    assert [m.version for m in first] == [1, 2, 3, 4, 5, 6, 7]
+    assert [m.version for m in first] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert second == []
     rows = history(conn, fresh_prefixes[0])
     names = [(v, n) for v, n, _ in rows]
@@ -63,7 +63,12 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
         (3, "index_tuning"),
         (4, "workers"),
     ]
-    assert names[4:] == [(5, "run_control"), (6, "results_and_workflows"), (7, "trace_context")]
+    assert names[4:] == [
+        (5, "run_control"),
+        (6, "results_and_workflows"),
+        (7, "trace_context"),
+        (8, "claim_limits"),
+    ]
     assert [c for _, _, c in rows] == [m.checksum for m in load_migrations()]
 
 
@@ -75,9 +80,9 @@ def test_two_prefixes_migrate_and_track_history_independently(
     Migrator(Prefix.parse(two)).migrate(conn)
 
     assert [r[0] for r in history(conn, one)] == [1]
-    assert [r[0] for r in history(conn, two)] == [1, 2, 3, 4, 5, 6, 7]
+    assert [r[0] for r in history(conn, two)] == [1, 2, 3, 4, 5, 6, 7, 8]
     Migrator(Prefix.parse(one)).migrate(conn)
-    assert [r[0] for r in history(conn, one)] == [1, 2, 3, 4, 5, 6, 7]
+    assert [r[0] for r in history(conn, one)] == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_four_processes_migrating_at_once_apply_each_version_once(
@@ -102,8 +107,8 @@ def test_four_processes_migrating_at_once_apply_each_version_once(
     results = [p.communicate(timeout=60) for p in procs]
 
     assert [p.returncode for p in procs] == [0, 0, 0, 0], results
-    assert sorted(int(out) for out, _ in results) == [0, 0, 0, 7]
-    assert [r[0] for r in history(conn, prefix)] == [1, 2, 3, 4, 5, 6, 7]
+    assert sorted(int(out) for out, _ in results) == [0, 0, 0, 8]
+    assert [r[0] for r in history(conn, prefix)] == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_an_edited_migration_is_refused(
@@ -140,3 +145,25 @@ def test_a_failing_migration_leaves_no_partial_version(
     with pytest.raises(MigrationError, match="V2__broken failed and was rolled back"):
         Migrator(prefix, broken).migrate(conn)
     assert [r[0] for r in history(conn, prefix.value)] == [1]
+
+
+def test_v8_adds_the_claim_limits_table(
+    conn: psycopg.Connection[Any], fresh_prefixes: list[str]
+) -> None:
+    prefix = fresh_prefixes[0]
+    Migrator(Prefix.parse(prefix)).migrate(conn)
+    columns = conn.execute(
+        "SELECT column_name, is_nullable, column_default FROM information_schema.columns"
+        " WHERE table_name = %s ORDER BY ordinal_position",
+        [f"{prefix}_claim_limits"],
+    ).fetchall()
+    assert [(name, nullable) for name, nullable, _ in columns] == [
+        ("kind", "NO"),
+        ("next_start_at", "NO"),
+    ]
+    (primary_key,) = conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = %s::regclass AND contype = 'p'",
+        [f"{prefix}_claim_limits"],
+    ).fetchone() or (None,)
+    assert primary_key == "PRIMARY KEY (kind)"

@@ -72,7 +72,7 @@ def conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 def fresh_prefix(conn: psycopg.Connection[Any]) -> Iterator[str]:
     value = f"s_{secrets.token_hex(5)}"
     yield value
-    for table in ("workers", "journal", "jobs", "migrations"):
+    for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
         conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 
@@ -374,3 +374,24 @@ def test_the_start_check_refuses_a_prefix_without_the_headers_column(
     finally:
         backend.close()
     assert "headers" in str(raised.value), raised.value
+
+
+def test_the_start_check_names_the_claim_limits_table_when_v8_is_missing(
+    conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
+) -> None:
+    """ADR 0128: the claim of a limited kind reads _claim_limits, so its absence is refused
+    at start, not at the first limited claim."""
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:7]).migrate(conn)
+    backend = PostgresBackend(database_url, prefix=fresh_prefix)
+    try:
+        with pytest.raises(SchemaMissing) as raised:
+            backend.check_schema()
+    finally:
+        backend.close()
+    assert "run `venturi migrate`" in str(raised.value), str(raised.value)
+    Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
+    backend = PostgresBackend(database_url, prefix=fresh_prefix)
+    try:
+        assert backend.check_schema().endswith("/" + conn.info.dbname)
+    finally:
+        backend.close()

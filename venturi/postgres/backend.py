@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from venturi.backend import Listener
+from venturi.backend import CAP_RECHECK, Listener
 from venturi.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -65,7 +66,9 @@ from venturi.types import (
     JobRow,
     JobSummary,
     JournalEntry,
+    KindLimits,
     KindStats,
+    LimitedClaim,
     MergeAction,
     MinuteCounts,
     NewJob,
@@ -346,35 +349,45 @@ class PostgresBackend:
         if not kinds or limit <= 0:
             return []
         kinds = list(kinds)
-        kind_floors = [(floors or {}).get(kind) for kind in kinds]
         rows = self._run_bounded(
-            lambda conn: self._queries.claim_jobs.many(
+            lambda conn: self._claim_rows(
                 conn,
-                kinds=kinds,
-                floor_priorities=[f.priority if f else None for f in kind_floors],
-                floor_created_at=[f.created_at if f else None for f in kind_floors],
+                kinds,
+                [limit] * len(kinds),
                 limit=limit,
                 worker_id=worker_id,
                 lease=lease,
                 horizon=horizon,
+                floors=floors,
             ),
             self._claim_pool,
         )
-        rows.sort(key=lambda r: (r["priority"], r["created_at"], r["id"]))
-        return [
-            ClaimedJob(
-                claim=Claim(r["id"], worker_id, r["run_count"]),
-                kind=r["kind"],
-                payload=r["payload"],
-                carry=r["carry"],
-                priority=Priority(r["priority"]),
-                failure_count=r["failure_count"],
-                created_at=r["created_at"],
-                claim_expires_at=r["claim_expires_at"],
-                headers=r["headers"],
-            )
-            for r in rows
-        ]
+        return _claimed_jobs(rows, worker_id)
+
+    def _claim_rows(
+        self,
+        conn: Connection,
+        kinds: list[str],
+        kind_limits: list[int],
+        *,
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        horizon: timedelta,
+        floors: Mapping[str, ClaimFloor] | None,
+    ) -> list[dict[str, Any]]:
+        kind_floors = [(floors or {}).get(kind) for kind in kinds]
+        return self._queries.claim_jobs.many(
+            conn,
+            kinds=kinds,
+            floor_priorities=[f.priority if f else None for f in kind_floors],
+            floor_created_at=[f.created_at if f else None for f in kind_floors],
+            kind_limits=kind_limits,
+            limit=limit,
+            worker_id=worker_id,
+            lease=lease,
+            horizon=horizon,
+        )
 
     def finish(self, results: Sequence[Finished]) -> set[str]:
         if not results:
@@ -843,6 +856,107 @@ class PostgresBackend:
             return PollingListener()
         return PostgresListener(url, RESULT_CHANNEL + job_id, self._connect_timeout)
 
+    def claim_limited(
+        self,
+        *,
+        kinds: Collection[str],
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        limits: Mapping[str, KindLimits],
+        horizon: timedelta = timedelta(0),
+        floors: Mapping[str, ClaimFloor] | None = None,
+    ) -> LimitedClaim:
+        kinds = list(kinds)
+        limited = sorted(kind for kind in kinds if kind in limits)
+        if not limited or limit <= 0:
+            return LimitedClaim(
+                self.claim(
+                    kinds=kinds,
+                    limit=limit,
+                    worker_id=worker_id,
+                    lease=lease,
+                    horizon=horizon,
+                    floors=floors,
+                ),
+                {},
+            )
+        capped = [kind for kind in limited if limits[kind].global_concurrency is not None]
+        with self._connection(self._claim_pool) as conn, conn.transaction():
+            self._queries.lock_claim_limits.exec(conn, kinds=limited)
+            state = {
+                row["kind"]: row
+                for row in self._queries.claim_limit_state.many(conn, kinds=limited, capped=capped)
+            }
+            room: dict[str, int] = {}
+            throttled: dict[str, timedelta] = {}
+            for kind in limited:
+                allowed, wait = _limited_room(limits[kind], state[kind], limit)
+                if allowed > 0:
+                    room[kind] = allowed
+                else:
+                    throttled[kind] = wait
+            claimable = [kind for kind in kinds if kind not in throttled]
+            rows = self._claim_rows(
+                conn,
+                claimable,
+                [room.get(kind, limit) for kind in claimable],
+                limit=limit,
+                worker_id=worker_id,
+                lease=lease,
+                horizon=horizon,
+                floors=floors,
+            )
+            self._spend_rate_tokens(conn, limits, state, rows)
+        return LimitedClaim(_claimed_jobs(rows, worker_id), throttled)
+
+    def promote_waiting(self, kinds: Collection[str], *, age_after: timedelta, limit: int) -> int:
+        if not kinds:
+            return 0
+        row = self._run(
+            lambda conn: self._queries.promote_waiting.one(
+                conn, kinds=list(kinds), age_after=age_after, limit=limit
+            )
+        )
+        return int(row["promoted"]) if row is not None else 0
+
+    def _spend_rate_tokens(
+        self,
+        conn: Connection,
+        limits: Mapping[str, KindLimits],
+        state: Mapping[str, Mapping[str, Any]],
+        rows: Sequence[Mapping[str, Any]],
+    ) -> None:
+        taken = Counter(row["kind"] for row in rows)
+        spent: dict[str, datetime] = {}
+        for kind, count in taken.items():
+            rate = limits[kind].rate_limit if kind in limits else None
+            if rate is not None:
+                row = state[kind]
+                spent[kind] = row["next_start_at"] + count * rate.interval
+        if spent:
+            self._queries.advance_rate_limits.exec(
+                conn, kinds=list(spent), next_start_at=list(spent.values())
+            )
+
+
+def _claimed_jobs(rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:
+    rows.sort(key=lambda r: (r["priority"], r["created_at"], r["id"]))
+    return [
+        ClaimedJob(
+            claim=Claim(r["id"], worker_id, r["run_count"]),
+            kind=r["kind"],
+            payload=r["payload"],
+            carry=r["carry"],
+            priority=Priority(r["priority"]),
+            failure_count=r["failure_count"],
+            created_at=r["created_at"],
+            claim_expires_at=r["claim_expires_at"],
+            headers=r["headers"],
+        )
+        for r in rows
+    ]
+
 
 def _rollback(conn: Connection) -> None:
     conn.rollback()
@@ -977,3 +1091,24 @@ def _has_headers(jobs: Sequence[NewJob]) -> bool:
 
 def _headers_json(job: NewJob) -> str | None:
     return None if job.headers is None else json.dumps(dict(job.headers))
+
+
+def _limited_room(
+    limits: KindLimits, state: Mapping[str, Any], limit: int
+) -> tuple[int, timedelta]:
+    """How many jobs of a limited kind this claim may take, and, when none, how long
+    until it may take one (ADR 0128)."""
+    allowed, waits = limit, []
+    if limits.global_concurrency is not None:
+        allowed = min(allowed, limits.global_concurrency - state["claimed"])
+        if allowed <= 0:
+            waits.append(CAP_RECHECK)
+    rate = limits.rate_limit
+    if rate is not None:
+        now: datetime = state["now"]
+        start: datetime = state["next_start_at"]
+        due = (now + rate.burst * rate.interval - start) // rate.interval
+        if due <= 0:
+            waits.append(start - (rate.burst - 1) * rate.interval - now)
+        allowed = min(allowed, due)
+    return max(allowed, 0), max(waits, default=timedelta(0))

@@ -94,12 +94,14 @@ SELECT pg_notify(%(channel)s, '')
 -- condition, where the scan starts, so it skips the future-visible rows before
 -- it; `kind >= k.kind` stays beside it because without it the generic plan
 -- reads _jobs_visible and sorts. The CTE bounds the UPDATE to the LIMIT.
--- run_count is the claim's fence (ADR 19).
+-- run_count is the claim's fence (ADR 19). kind_limits bounds each probe: the
+-- claim's LIMIT, or less for a kind limited across workers (ADR 0128).
 WITH picked AS (
     SELECT c.id
     FROM unnest(
-        %(kinds)s::text[], %(floor_priorities)s::smallint[], %(floor_created_at)s::timestamptz[]
-    ) AS k(kind, floor_priority, floor_created_at)
+        %(kinds)s::text[], %(floor_priorities)s::smallint[], %(floor_created_at)s::timestamptz[],
+        %(kind_limits)s::int[]
+    ) AS k(kind, floor_priority, floor_created_at, kind_limit)
     CROSS JOIN LATERAL (
         SELECT id, priority, created_at
         FROM {{prefix}}_jobs
@@ -112,7 +114,7 @@ WITH picked AS (
           )
           AND visible_at <= now() + %(horizon)s
         ORDER BY kind, priority, created_at
-        LIMIT %(limit)s
+        LIMIT k.kind_limit
         FOR UPDATE SKIP LOCKED
     ) AS c
     ORDER BY c.priority, c.created_at
@@ -508,8 +510,10 @@ SELECT count(*) AS changed FROM cancelled
 -- newest column of each, so an unmigrated prefix raises UndefinedTable, one behind
 -- the code UndefinedColumn (both SchemaMissing), and a role without its grants
 -- InsufficientPrivilege; WHERE false plans to a Result, no scan. A migration that
--- adds storage the runtime reads adds it here.
-SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers
+-- adds storage the runtime reads adds it here. Later tables go in the select list,
+-- which is resolved after FROM, so the oldest missing migration is the one named.
+SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers,
+       (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
@@ -664,3 +668,62 @@ SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 -- copy_jobs with the trace headers of an instrumented enqueue (ADR 0127).
 COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers)
 FROM STDIN
+
+-- name: lock_claim_limits :exec
+-- The first statement of a limited claim (ADR 0128): creates the limited kinds'
+-- rows on first use and locks them until the claim commits, in kind order so two
+-- claimers never deadlock. The next statement of the transaction takes a new
+-- snapshot, so it sees every claim committed by the previous holder.
+INSERT INTO {{prefix}}_claim_limits (kind)
+SELECT kind FROM unnest(%(kinds)s::text[]) AS k(kind) ORDER BY kind
+ON CONFLICT (kind) DO UPDATE SET kind = excluded.kind
+
+-- name: claim_limit_state :many
+-- The locked kinds' next start (never before now: tokens unused while idle do
+-- not pile up past the burst) and, for the capped ones, their claimed rows (one
+-- _jobs_history probe per capped kind, bounded by its cap), with the
+-- transaction's clock, which the claim that follows shares.
+SELECT l.kind, greatest(l.next_start_at, now()) AS next_start_at, now() AS now,
+       CASE WHEN l.kind = ANY(%(capped)s::text[]) THEN (
+           SELECT count(*) FROM {{prefix}}_jobs AS j
+           WHERE j.status = 'claimed' AND j.kind = l.kind
+       ) END AS claimed
+FROM {{prefix}}_claim_limits AS l
+WHERE l.kind = ANY(%(kinds)s::text[])
+
+-- name: advance_rate_limits :exec
+-- Spends the starts a limited claim took: each kind's next start moves on by one
+-- interval per job claimed (computed by the adapter from claim_limit_state).
+UPDATE {{prefix}}_claim_limits AS l
+SET next_start_at = a.next_start_at
+FROM unnest(%(kinds)s::text[], %(next_start_at)s::timestamptz[]) AS a(kind, next_start_at)
+WHERE l.kind = a.kind
+
+-- name: promote_waiting :one
+-- Priority aging (App(age_after=)): a pending job visible for age_after or
+-- longer is promoted to HIGH, where its age puts it ahead of newer HIGH work.
+-- One _jobs_visible range probe per kind, in no particular order (every row
+-- found is due, and the next step takes the rest of a large batch); only rows
+-- visible that long are read (`priority + 0` keeps the tier out of the index
+-- conditions, which would otherwise walk every NORMAL and LOW row of the kind in
+-- _jobs_claim); the rows are then changed by primary key. SKIP LOCKED: a row
+-- being claimed is not waited for.
+WITH aged AS (
+    SELECT a.id
+    FROM unnest(%(kinds)s::text[]) AS k(kind)
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM {{prefix}}_jobs
+        WHERE status = 'pending' AND kind = k.kind
+          AND visible_at <= now() - %(age_after)s::interval
+          AND priority + 0 > 0
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS a
+), promoted AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET priority = 0
+    WHERE j.id = ANY(ARRAY(SELECT id FROM aged))
+    RETURNING 1
+)
+SELECT count(*) AS promoted FROM promoted

@@ -3,7 +3,8 @@
 Pure arithmetic over counts the caller passes in, no clock, no threads and no
 database, beside ``Prefetch`` (how deep to claim ahead) and ``ClaimFloors``
 (where a claim starts). The rules and their reasons are in ADR 0107 (caps),
-ADR 0109 (leases) and ADR 0114 (claim-ahead).
+ADR 0109 (leases), ADR 0114 (claim-ahead) and ADR 0128 (limits across
+workers: the clock of ``throttle`` and ``request`` is the caller's monotonic one).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from venturi.runtime.prefetch import Prefetch
+from venturi.types import KindLimits
 
 if TYPE_CHECKING:
     from venturi.task import Task
@@ -35,6 +37,7 @@ class ClaimPlan:
         leases: the lease of every kind served; the kinds are claimed in sorted order.
         caps: the per-process concurrency cap of the capped kinds (ADR 23).
         concurrency: the handler threads that run the claimed jobs.
+        limits: the global cap and rate limit of the kinds that declare one (ADR 0128).
     """
 
     def __init__(
@@ -43,11 +46,14 @@ class ClaimPlan:
         leases: Mapping[str, timedelta],
         caps: Mapping[str, int] | None = None,
         concurrency: int = 1,
+        limits: Mapping[str, KindLimits] | None = None,
     ) -> None:
         self.kinds: tuple[str, ...] = tuple(sorted(leases))
         self.concurrency = concurrency
+        self.limits = dict(limits or {})
         self._leases = dict(leases)
         self._caps = dict(caps or {})
+        self._throttled_until: dict[str, float] = {}
 
     @classmethod
     def for_tasks(cls, tasks: Mapping[str, Task[Any, Any]], *, concurrency: int = 1) -> ClaimPlan:
@@ -60,6 +66,11 @@ class ClaimPlan:
                 if t.options.concurrency is not None
             },
             concurrency=concurrency,
+            limits={
+                kind: KindLimits(t.options.global_concurrency, t.options.rate_limit)
+                for kind, t in tasks.items()
+                if t.options.global_concurrency is not None or t.options.rate_limit is not None
+            },
         )
 
     def is_capped(self, kind: str) -> bool:
@@ -77,19 +88,23 @@ class ClaimPlan:
         return room
 
     def request(
-        self, *, free: int, running: Mapping[str, int], is_renewed: bool
+        self, *, free: int, running: Mapping[str, int], is_renewed: bool, now: float | None = None
     ) -> ClaimRequest | None:
         """The claim for ``free`` jobs, given the jobs held per kind; None when none is due.
 
         Only kinds with room under their cap are asked for, and the limit is
-        at most the smallest such room (ADR 0107). ``is_renewed``: whether a
-        lease keeper will renew the claims (ADR 0109, see ``lease``).
+        at most the smallest such room (ADR 0107); given ``now``, a kind
+        throttled across workers is not asked for until its time (``throttle``;
+        without ``now``, the database alone enforces the limits). ``is_renewed``:
+        whether a lease keeper will renew the claims (ADR 0109, see ``lease``).
         """
         if free <= 0:
             return None
         kinds: list[str] = []
         limit = free
         for kind in self.kinds:
+            if now is not None and not self.is_unthrottled(kind, now):
+                continue
             cap = self._caps.get(kind)
             if cap is None:
                 kinds.append(kind)
@@ -101,6 +116,19 @@ class ClaimPlan:
         if not kinds:
             return None
         return ClaimRequest(tuple(kinds), limit, self.lease(kinds, is_renewed=is_renewed))
+
+    def throttle(self, throttled: Mapping[str, float], now: float) -> None:
+        """Leave each kind out of requests for its seconds from ``now`` (``claim_limited``)."""
+        for kind, seconds in throttled.items():
+            self._throttled_until[kind] = now + seconds
+
+    def is_unthrottled(self, kind: str, now: float) -> bool:
+        return self._throttled_until.get(kind, now) <= now
+
+    def next_unthrottled(self, now: float) -> float | None:
+        """Seconds until the soonest throttled kind may be asked for again; None: none is."""
+        waits = [until - now for until in self._throttled_until.values() if until > now]
+        return max(min(waits), 0.0) if waits else None
 
     def lease(self, kinds: Collection[str], *, is_renewed: bool) -> timedelta:
         """The lease a batch of ``kinds`` is claimed with (ADR 0109).

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Most jobs per kind one aging step promotes.
+AGING_BATCH = 500
+#: Shortest time between two aging steps, in seconds.
+MIN_AGING_STEP = 0.1
+
 
 def worker_id() -> str:
     """``host:pid``, the ``claimed_by`` of every claim this process makes (ADR 19)."""
@@ -54,6 +59,7 @@ class Runner:
         worker_id: the ``claimed_by`` of the claims (``worker_id()``).
         concurrency: the handler threads running the claimed jobs (for ``plan``).
         events: the App's event hub, told of claims and runs (ADR 0127).
+        age_after: the App's priority aging (``promote_due``); None: none.
     """
 
     def __init__(
@@ -65,10 +71,13 @@ class Runner:
         worker_id: str,
         concurrency: int = 1,
         events: Events | None = None,
+        age_after: timedelta | None = None,
     ) -> None:
         self.backend = backend
         self.events = events
         self.worker_id = worker_id
+        self._age_after = age_after
+        self._next_promotion = 0.0
         self._tasks = {kind: tasks[kind] for kind in kinds}
         self._max_failures = {kind: task.options.max_failures for kind, task in tasks.items()}
         self.plan = ClaimPlan.for_tasks(self._tasks, concurrency=concurrency)
@@ -91,6 +100,18 @@ class Runner:
             events=self.events,
         )
 
+    def promote_due(self, now: float) -> None:
+        """Priority aging, at most every tenth of ``age_after`` (and at most ten times
+        a second): a job is promoted within about 10% of its due time."""
+        if self._age_after is None or now < self._next_promotion:
+            return
+        self._next_promotion = now + max(self._age_after.total_seconds() / 10, MIN_AGING_STEP)
+        promoted = self.backend.promote_waiting(
+            self._tasks, age_after=self._age_after, limit=AGING_BATCH
+        )
+        if promoted:
+            logger.debug("promoted %d waiting jobs one tier", promoted)
+
     def task(self, kind: str) -> Task[Any, Any]:
         return self._tasks[kind]
 
@@ -100,15 +121,36 @@ class Runner:
         *,
         floors: Mapping[str, ClaimFloor] | None = None,
         horizon: timedelta = timedelta(0),
+        plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
-        jobs = self.backend.claim(
-            kinds=request.kinds,
-            limit=request.limit,
-            worker_id=self.worker_id,
-            lease=request.lease,
-            horizon=horizon,
-            floors=floors,
-        )
+        """One claim; through ``claim_limited`` when a kind is limited across workers,
+        whose throttled kinds ``plan`` (default: this runner's) then leaves out until
+        their time (ADR 0128). Claims are told to the App's events (ADR 0127)."""
+        plan = plan if plan is not None else self.plan
+        if not any(kind in plan.limits for kind in request.kinds):
+            jobs = self.backend.claim(
+                kinds=request.kinds,
+                limit=request.limit,
+                worker_id=self.worker_id,
+                lease=request.lease,
+                horizon=horizon,
+                floors=floors,
+            )
+        else:
+            claimed = self.backend.claim_limited(
+                kinds=request.kinds,
+                limit=request.limit,
+                worker_id=self.worker_id,
+                lease=request.lease,
+                limits=plan.limits,
+                horizon=horizon,
+                floors=floors,
+            )
+            plan.throttle(
+                {kind: wait.total_seconds() for kind, wait in claimed.throttled.items()},
+                time.monotonic(),
+            )
+            jobs = claimed.jobs
         if jobs and self.events is not None and self.events.active:
             self.events.claimed(jobs, self.worker_id)
         return jobs
