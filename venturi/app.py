@@ -368,25 +368,13 @@ class App:
         self, *, kind: str | None = None, note: str | None = None, batch_size: int = 1000
     ) -> int:
         """``retry`` every dead job matching the filters, in batches; returns how many."""
-        kind, note = _filter_text("kind", kind), _filter_text("note", note)
-        if batch_size < 1:
-            raise InvalidArgument(f"batch_size must be at least 1, got {batch_size}")
-        return _in_batches(
-            lambda: self.backend.retry_matching(kind=kind, note=note, batch_size=batch_size),
-            batch_size,
-        )
+        return _change_matching(self.backend.retry_matching, kind, note, batch_size)
 
     def cancel_matching(
         self, *, kind: str | None = None, note: str | None = None, batch_size: int = 1000
     ) -> int:
         """``cancel`` every pending job matching the filters, in batches; returns how many."""
-        kind, note = _filter_text("kind", kind), _filter_text("note", note)
-        if batch_size < 1:
-            raise InvalidArgument(f"batch_size must be at least 1, got {batch_size}")
-        return _in_batches(
-            lambda: self.backend.cancel_matching(kind=kind, note=note, batch_size=batch_size),
-            batch_size,
-        )
+        return _change_matching(self.backend.cancel_matching, kind, note, batch_size)
 
     def workers(self) -> list[WorkerInfo]:
         """The live workers of this prefix, newest started first (ADR 0119).
@@ -438,11 +426,17 @@ def _filter_text(name: str, value: str | None) -> str | None:
     return value
 
 
-def _in_batches(batch: Callable[[], int], batch_size: int) -> int:
-    """Run a bulk change one bounded transaction at a time until a batch comes back short."""
+def _change_matching(
+    change: Callable[..., int], kind: str | None, note: str | None, batch_size: int
+) -> int:
+    """A bulk change by filter, validated before any SQL, one bounded transaction at a
+    time until a batch comes back short."""
+    kind, note = _filter_text("kind", kind), _filter_text("note", note)
+    if batch_size < 1:
+        raise InvalidArgument(f"batch_size must be at least 1, got {batch_size}")
     total = 0
     while True:
-        changed = batch()
+        changed = change(kind=kind, note=note, batch_size=batch_size)
         total += changed
         if changed < batch_size:
             return total
