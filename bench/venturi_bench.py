@@ -250,7 +250,7 @@ def _drain_once(
     after_id = prefix.last_journal_id()
     prefix.enqueue_noop(count, is_async=is_async)
     prefix.conn.execute(prefix.sql("ANALYZE {p}_jobs"))
-    with worker(prefix, concurrency, log_dir, options) as process:
+    with worker(prefix, concurrency, log_dir, options=options) as process:
         spy = _start_profiler(process.pid, profile) if profile else None
         try:
             wait_for_completed(prefix, process, count, after_id=after_id)
