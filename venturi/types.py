@@ -27,12 +27,14 @@ class Priority(IntEnum):
 
 
 class Status(StrEnum):
-    """Lifecycle states (ADR 5)."""
+    """Lifecycle states (ADR 5); ``waiting``: a workflow step whose parents have not all
+    completed yet (ADR 0125), never claimed."""
 
     PENDING = "pending"
     CLAIMED = "claimed"
     COMPLETED = "completed"
     DEAD = "dead"
+    WAITING = "waiting"
 
     @property
     def is_terminal(self) -> bool:
@@ -429,3 +431,42 @@ class LimitedClaim:
 
     jobs: list[ClaimedJob]
     throttled: dict[str, timedelta]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStep:
+    """One step of a workflow, as ``App.workflow(id)`` returns it (ADR 0125).
+
+    ``id`` is the step's job id (``app.job(id)`` shows its timeline), ``state``
+    its job's status (``waiting`` until every parent completed), ``parents``
+    the steps it waits for, in the order their results reach it, and
+    ``position`` its place in the workflow as built (0 first; a parent always
+    comes before its children). ``note`` is the last journal note, e.g.
+    ``dependency <id> (<kind>) ended dead``.
+    """
+
+    id: str
+    kind: str
+    state: Status
+    parents: tuple[str, ...]
+    position: int
+    note: str | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """Every step of one workflow (chain, chord, or a nesting of them), in ``position`` order."""
+
+    id: str
+    steps: tuple[WorkflowStep, ...]
+
+    @property
+    def state(self) -> Status:
+        """``dead`` if any step is, ``completed`` when all are, else ``pending``."""
+        states = {s.state for s in self.steps}
+        if Status.DEAD in states:
+            return Status.DEAD
+        if states == {Status.COMPLETED}:
+            return Status.COMPLETED
+        return Status.PENDING
