@@ -12,6 +12,8 @@ ALTER TABLE {{prefix}}_jobs ADD COLUMN workflow_id text;
 ALTER TABLE {{prefix}}_jobs ADD COLUMN waiting_for integer;
 ALTER TABLE {{prefix}}_jobs ADD COLUMN input_arg text;
 ALTER TABLE {{prefix}}_jobs ADD COLUMN input_all boolean;
+-- The step's place in its workflow as built (app.workflow lists steps by it).
+ALTER TABLE {{prefix}}_jobs ADD COLUMN step_position integer;
 
 -- `waiting` joins the statuses. NOT VALID: the old rows all pass the new check,
 -- so they are not scanned under the table's lock.

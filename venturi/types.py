@@ -470,3 +470,37 @@ class Workflow:
         if states == {Status.COMPLETED}:
             return Status.COMPLETED
         return Status.PENDING
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """One step of a workflow to enqueue (ADR 0125): its job (payload without the
+    parents' results), how many parents it waits for (0: pending at once), the
+    parameter that receives their results (``None``: none, an ``.si`` step or a
+    first step) and whether as a list (``input_all``: after a group), and its
+    ``position`` in the workflow."""
+
+    job: NewJob
+    waiting_for: int
+    input_arg: str | None
+    input_all: bool
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewEdge:
+    """``child_id`` waits for ``parent_id``; the parent's result is the child's input
+    number ``position``."""
+
+    parent_id: str
+    child_id: str
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewWorkflow:
+    """A whole workflow, written in one transaction by ``Backend.enqueue_workflow``."""
+
+    id: str
+    steps: tuple[NewStep, ...]
+    edges: tuple[NewEdge, ...]

@@ -72,6 +72,7 @@ from venturi.types import (
     MergeAction,
     MinuteCounts,
     NewJob,
+    NewWorkflow,
     OutcomeKind,
     Page,
     Priority,
@@ -83,6 +84,8 @@ from venturi.types import (
     Throughput,
     WorkerInfo,
     WorkerRegistration,
+    Workflow,
+    WorkflowStep,
 )
 
 T = TypeVar("T")
@@ -409,6 +412,7 @@ class PostgresBackend:
                 tracebacks=[o.traceback for o in outcomes],
                 results=[o.result for o in outcomes],
                 result_channel=RESULT_CHANNEL,
+                channel=self._prefix.channel,
             )
         )
         return {row["job_id"] for row in rows}
@@ -447,16 +451,20 @@ class PostgresBackend:
     def recover_stale(
         self, *, max_failures: Mapping[str, int], default_max_failures: int, limit: int
     ) -> int:
-        rows = self._run_bounded(
-            lambda conn: self._queries.recover_stale.many(
-                conn,
-                kinds=list(max_failures),
-                max_failures=list(max_failures.values()),
-                default_max_failures=default_max_failures,
-                limit=limit,
-            )
-        )
-        return len(rows)
+        def recover(conn: Connection) -> int:
+            # A transaction, so the dependants of a step recovered dead end with it.
+            with conn.transaction():
+                rows = self._queries.recover_stale.many(
+                    conn,
+                    kinds=list(max_failures),
+                    max_failures=list(max_failures.values()),
+                    default_max_failures=default_max_failures,
+                    limit=limit,
+                )
+                self._end_dependants(conn, [r["job_id"] for r in rows if r["ends_step"]])
+            return len(rows)
+
+        return self._run_bounded(recover)
 
     def time_until_visible(self, kinds: Collection[str]) -> timedelta | None:
         if not kinds:
@@ -557,17 +565,29 @@ class PostgresBackend:
         return Page(jobs, next_cursor)
 
     def retry_job(self, job_id: str) -> JobRow:
-        return self._change_state(
-            job_id, "retry", "dead", lambda conn: self._queries.retry_job.one(conn, id=job_id)
-        )
+        def retry(conn: Connection) -> dict[str, Any] | None:
+            row = self._queries.retry_job.one(conn, id=job_id)
+            if row is not None and row["workflow_id"] is not None:
+                self._queries.resume_dependants.many(conn, ids=[job_id])
+            return row
+
+        return self._change_state(job_id, "retry", "dead", retry)
 
     def cancel_job(self, job_id: str, note: str = "cancelled") -> JobRow:
         def cancel(conn: Connection) -> dict[str, Any] | None:
             # Under lock_job's row lock: the status read there is the one that counts.
             pending = self._queries.cancel_job.one(conn, id=job_id, note=note)
+            if pending is not None and pending["workflow_id"] is not None:
+                self._end_dependants(conn, [job_id])
             return pending or self._queries.request_cancel.one(conn, id=job_id)
 
         return self._change_state(job_id, "cancel", "pending or claimed", cancel)
+
+    def _end_dependants(self, conn: Connection, step_ids: list[str]) -> None:
+        """End dead the waiting descendants of ``step_ids`` (ended dead in ``conn``'s
+        transaction); nothing to do, and no statement, without any."""
+        if step_ids:
+            self._queries.end_dependants.many(conn, ids=step_ids, result_channel=RESULT_CHANNEL)
 
     def _change_state(
         self,
@@ -687,12 +707,17 @@ class PostgresBackend:
     def cancel_matching(
         self, *, kind: str | None, note: str | None, batch_size: int, cancel_note: str = "cancelled"
     ) -> int:
-        row = self._run(
-            lambda conn: self._queries.cancel_matching.one(
-                conn, kind=kind, note=note, batch_size=batch_size, cancel_note=cancel_note
-            )
-        )
-        return int(row["changed"]) if row is not None else 0
+        def cancel(conn: Connection) -> int:
+            with conn.transaction():
+                row = self._queries.cancel_matching.one(
+                    conn, kind=kind, note=note, batch_size=batch_size, cancel_note=cancel_note
+                )
+                if row is None:
+                    return 0
+                self._end_dependants(conn, list(row["steps"]))
+                return int(row["changed"])
+
+        return self._run(cancel)
 
     # -- async enqueue (ADR 0122) ----------------------------------------------------
 
@@ -938,6 +963,50 @@ class PostgresBackend:
             self._queries.advance_rate_limits.exec(
                 conn, kinds=list(spent), next_start_at=list(spent.values())
             )
+
+    # -- workflows (ADR 0125) -------------------------------------------------------
+
+    def enqueue_workflow(self, workflow: NewWorkflow) -> None:
+        steps = workflow.steps
+        self._run(
+            lambda conn: self._queries.enqueue_workflow.exec(
+                conn,
+                workflow_id=workflow.id,
+                ids=[s.job.id for s in steps],
+                kinds=[s.job.kind for s in steps],
+                payloads=[s.job.payload for s in steps],
+                priorities=[int(s.job.priority) for s in steps],
+                delays=[s.job.delay for s in steps],
+                waiting_fors=[s.waiting_for for s in steps],
+                input_args=[s.input_arg for s in steps],
+                input_alls=[s.input_all for s in steps],
+                positions=[s.position for s in steps],
+                edge_parents=[e.parent_id for e in workflow.edges],
+                edge_children=[e.child_id for e in workflow.edges],
+                edge_positions=[e.position for e in workflow.edges],
+                channel=self._prefix.channel,
+            )
+        )
+
+    def get_workflow(self, workflow_id: str) -> Workflow | None:
+        rows = self._run(
+            lambda conn: self._queries.workflow_steps.many(conn, workflow_id=workflow_id)
+        )
+        if not rows:
+            return None
+        steps = tuple(
+            WorkflowStep(
+                id=r["id"],
+                kind=r["kind"],
+                state=Status(r["status"]),
+                parents=tuple(r["parents"]),
+                position=int(r["step_position"]),
+                note=r["note"],
+                finished_at=r["finished_at"],
+            )
+            for r in rows
+        )
+        return Workflow(workflow_id, steps)
 
 
 def _claimed_jobs(rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:

@@ -150,7 +150,16 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- for (result_awaited) that ends sends one NOTIFY on its own channel, at commit;
 -- the flag is read from the row being updated anyway, so a drain nobody waits
 -- on sends nothing and costs nothing more.
-WITH input AS (
+-- Workflows (V9, ADR 0125): a finished row with a workflow_id hands on to its
+-- children in this same statement, so a crash leaves either the parent claimed
+-- and its children waiting, or both recorded. A completed parent writes its
+-- result on its edges and counts each child down; a child reaching 0 becomes
+-- pending with its inputs (the parents' results, from the edges); a parent
+-- ending dead ends its waiting descendants dead. The children are locked in id
+-- order first, so two finishes never deadlock, and the lock returns their newest
+-- count. Plain jobs (workflow_id NULL) feed nothing into these steps: each is an
+-- index probe with an empty array, and the wake-up initplan is not evaluated.
+WITH RECURSIVE input AS (
     SELECT *
     FROM unnest(
         %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
@@ -180,7 +189,8 @@ WITH input AS (
     RETURNING j.id, j.kind, j.run_count,
               j.cancel_requested_at IS NOT NULL
                   AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled,
-              j.result_awaited AND j.finished_at IS NOT NULL AS wakes_waiter
+              j.result_awaited AND j.finished_at IS NOT NULL AS wakes_waiter,
+              j.workflow_id, j.status AS ended
 ), journaled AS (
     INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment,
                                     traceback)
@@ -191,9 +201,92 @@ WITH input AS (
                 ELSE i.note END,
            i.attachment::jsonb, i.traceback
     FROM finished AS f JOIN input AS i ON i.id = f.id
+), completed_steps AS (
+    SELECT f.id, coalesce(i.result::jsonb, 'null'::jsonb) AS result
+    FROM finished AS f JOIN input AS i ON i.id = f.id
+    WHERE f.workflow_id IS NOT NULL AND f.ended = 'completed'
+), dead_steps AS (
+    SELECT f.id, f.kind FROM finished AS f WHERE f.workflow_id IS NOT NULL AND f.ended = 'dead'
+), handed AS (
+    UPDATE {{prefix}}_edges AS e
+    SET result = c.result
+    FROM completed_steps AS c
+    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps)) AND e.parent_id = c.id
+), counted AS (
+    SELECT e.child_id, count(*)::int AS parents
+    FROM {{prefix}}_edges AS e
+    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps))
+    GROUP BY e.child_id
+), doomed(id, cause_id, cause_kind) AS (
+    SELECT e.child_id, d.id, d.kind
+    FROM {{prefix}}_edges AS e JOIN dead_steps AS d ON d.id = e.parent_id
+    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM dead_steps))
+    UNION
+    SELECT e.child_id, x.cause_id, x.cause_kind
+    FROM doomed AS x JOIN {{prefix}}_edges AS e ON e.parent_id = x.id
+), locked AS (
+    SELECT c.id, c.status, c.waiting_for, c.input_arg, c.input_all, c.payload
+    FROM {{prefix}}_jobs AS c
+    WHERE c.id = ANY(ARRAY(SELECT child_id FROM counted UNION SELECT id FROM doomed))
+    ORDER BY c.id
+    FOR UPDATE
+), step_plan AS (
+    SELECT l.id, l.status, l.input_arg, l.input_all, l.payload, d.cause_id, d.cause_kind,
+           l.waiting_for - coalesce(n.parents, 0) AS waiting_for,
+           CASE WHEN l.status <> 'waiting' THEN NULL
+                WHEN d.cause_id IS NOT NULL THEN 'dead'
+                WHEN l.waiting_for - coalesce(n.parents, 0) = 0 THEN 'ready' END AS becomes
+    FROM locked AS l
+    LEFT JOIN counted AS n ON n.child_id = l.id
+    LEFT JOIN (SELECT DISTINCT ON (id) * FROM doomed ORDER BY id, cause_id) AS d ON d.id = l.id
+), step_inputs AS (
+    -- Every parent of a ready child has committed (each counted the child down
+    -- under its lock, which this statement now holds); FOR SHARE reads the edge
+    -- versions committed after this statement's snapshot too. This statement's
+    -- own parents are taken from completed_steps.
+    SELECT e.child_id, e.position, e.result
+    FROM {{prefix}}_edges AS e
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM step_plan WHERE becomes = 'ready'))
+      AND e.parent_id <> ALL(ARRAY(SELECT id FROM completed_steps))
+    FOR SHARE
+), all_inputs AS (
+    SELECT child_id, position, result FROM step_inputs
+    UNION ALL
+    SELECT e.child_id, e.position, c.result
+    FROM {{prefix}}_edges AS e JOIN completed_steps AS c ON c.id = e.parent_id
+    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps))
+      AND e.child_id = ANY(ARRAY(SELECT id FROM step_plan WHERE becomes = 'ready'))
+), stepped AS (
+    UPDATE {{prefix}}_jobs AS c
+    SET waiting_for = p.waiting_for,
+        status = CASE p.becomes WHEN 'ready' THEN 'pending' WHEN 'dead' THEN 'dead'
+                                ELSE c.status END,
+        payload = CASE WHEN p.becomes = 'ready' AND p.input_arg IS NOT NULL
+                       THEN p.payload || jsonb_build_object(p.input_arg, (
+                           SELECT CASE WHEN p.input_all
+                                       THEN jsonb_agg(x.result ORDER BY x.position)
+                                       ELSE min(x.result::text)::jsonb END
+                           FROM all_inputs AS x WHERE x.child_id = p.id))
+                       ELSE c.payload END,
+        created_at = CASE WHEN p.becomes = 'ready' THEN clock_timestamp() ELSE c.created_at END,
+        visible_at = CASE WHEN p.becomes = 'ready' THEN now() ELSE c.visible_at END,
+        finished_at = CASE WHEN p.becomes = 'dead' THEN now() ELSE c.finished_at END
+    FROM step_plan AS p
+    WHERE c.id = p.id
+    RETURNING c.id, c.kind, c.run_count, c.result_awaited, p.becomes, p.cause_id, p.cause_kind
+), step_journal AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(), 'dead',
+           'dependency ' || cause_id || ' (' || cause_kind || ') ended dead'
+    FROM stepped WHERE becomes = 'dead'
 )
 SELECT f.id AS job_id,
-       CASE WHEN f.wakes_waiter THEN pg_notify(%(result_channel)s || f.id, '') END AS woken
+       CASE WHEN f.wakes_waiter THEN pg_notify(%(result_channel)s || f.id, '') END AS woken,
+       (SELECT count(pg_notify(w.channel, '')) FROM (
+            SELECT DISTINCT %(channel)s::text AS channel FROM stepped WHERE becomes = 'ready'
+            UNION ALL
+            SELECT %(result_channel)s || id FROM stepped WHERE becomes = 'dead' AND result_awaited
+        ) AS w) AS stepped
 FROM finished AS f
 
 -- name: renew_leases :many :replan
@@ -260,16 +353,21 @@ WITH limits AS (
         claim_expires_at = NULL
     FROM expired AS e
     WHERE j.id = e.id
-    RETURNING j.id, j.kind, j.run_count, e.is_backstop, e.is_cancelled, e.previous_owner
+    RETURNING j.id, j.kind, j.run_count, e.is_backstop, e.is_cancelled, e.previous_owner,
+              j.workflow_id
+), entry AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(),
+           CASE WHEN is_backstop OR is_cancelled THEN 'dead' ELSE 'stale-recovered' END,
+           CASE WHEN is_cancelled THEN 'cancelled (lease of ' || previous_owner || ' expired)'
+                WHEN is_backstop THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
+                ELSE 'lease of ' || previous_owner || ' expired' END
+    FROM recovered
 )
-INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
-SELECT id, kind, run_count, now(),
-       CASE WHEN is_backstop OR is_cancelled THEN 'dead' ELSE 'stale-recovered' END,
-       CASE WHEN is_cancelled THEN 'cancelled (lease of ' || previous_owner || ' expired)'
-            WHEN is_backstop THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
-            ELSE 'lease of ' || previous_owner || ' expired' END
+-- ends_step: a workflow step ended dead, whose dependants end_dependants ends
+-- in the same transaction (ADR 0125).
+SELECT id AS job_id, workflow_id IS NOT NULL AND (is_backstop OR is_cancelled) AS ends_step
 FROM recovered
-RETURNING job_id
 
 -- name: time_until_visible :one
 -- Soonest pending visible_at per kind from _jobs_visible (one index probe per
@@ -342,10 +440,12 @@ LIMIT %(limit)s
 
 -- name: retry_job :one
 -- Operator retry of a dead job: pending, visible now, a fresh failure budget,
--- and no cancellation request left over from a cancelled run (ADR 0121).
+-- and no cancellation request left over from a cancelled run (ADR 0121). A
+-- workflow step some of whose parents have not completed waits again instead
+-- (ADR 0125); resume_dependants then revives the steps it had ended.
 WITH retried AS (
     UPDATE {{prefix}}_jobs
-    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0,
+    SET status = CASE WHEN coalesce(waiting_for, 0) > 0 THEN 'waiting' ELSE 'pending' END, visible_at = now(), finished_at = NULL, failure_count = 0,
         cancel_requested_at = NULL
     WHERE id = %(id)s AND status = 'dead'
     RETURNING *
@@ -356,10 +456,12 @@ WITH retried AS (
 SELECT * FROM retried
 
 -- name: cancel_job :one
+-- A pending job, or a waiting workflow step (whose dependants end_dependants
+-- then ends, ADR 0125).
 WITH cancelled AS (
     UPDATE {{prefix}}_jobs
     SET status = 'dead', finished_at = now()
-    WHERE id = %(id)s AND status = 'pending'
+    WHERE id = %(id)s AND status IN ('pending', 'waiting')
     RETURNING *
 ), entry AS (
     INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
@@ -378,7 +480,12 @@ WITH doomed AS (
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
+    RETURNING j.id, j.workflow_id
+), unlinked AS (
+    -- A workflow step's edges to its parents go with it (ADR 0125).
+    DELETE FROM {{prefix}}_edges AS e
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
 )
 SELECT count(*) AS deleted FROM deleted
 
@@ -394,7 +501,12 @@ WITH doomed AS (
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
+    RETURNING j.id, j.workflow_id
+), unlinked AS (
+    -- A workflow step's edges to its parents go with it (ADR 0125).
+    DELETE FROM {{prefix}}_edges AS e
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
 )
 SELECT count(*) AS deleted FROM deleted
 
@@ -455,7 +567,8 @@ WHERE (%(status)s::text IS NULL OR j.status = %(status)s::text)
           WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1)), lower(%(note)s::text)) > 0)
 
 -- name: retry_matching :one
--- Bulk operator retry (as retry_job) of dead rows matching the filter, one batch.
+-- Bulk operator retry (as retry_job) of dead rows matching the filter, one batch;
+-- workflow steps whose parents have not all completed wait again (ADR 0125).
 -- SKIP LOCKED: a row another transaction holds is left for the next batch.
 -- A retried row is pending with a new last note, so it never matches again.
 WITH picked AS (
@@ -470,7 +583,8 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 ), retried AS (
     UPDATE {{prefix}}_jobs AS j
-    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0
+    SET status = CASE WHEN coalesce(j.waiting_for, 0) > 0 THEN 'waiting' ELSE 'pending' END,
+        visible_at = now(), finished_at = NULL, failure_count = 0
     FROM picked
     WHERE j.id = picked.id AND j.status = 'dead'
     RETURNING j.id, j.kind, j.run_count
@@ -498,12 +612,15 @@ WITH picked AS (
     SET status = 'dead', finished_at = now()
     FROM picked
     WHERE j.id = picked.id AND j.status = 'pending'
-    RETURNING j.id, j.kind, j.run_count
+    RETURNING j.id, j.kind, j.run_count, j.workflow_id
 ), entry AS (
     INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, now(), 'dead', %(cancel_note)s FROM cancelled
 )
-SELECT count(*) AS changed FROM cancelled
+-- steps: the cancelled workflow steps, whose dependants end_dependants ends (ADR 0125).
+SELECT count(*) AS changed,
+       coalesce(array_agg(id) FILTER (WHERE workflow_id IS NOT NULL), '{}') AS steps
+FROM cancelled
 
 -- name: check_schema :many
 -- A service's start check (ADR 0118): names every table the runtime reads, and the
@@ -513,7 +630,8 @@ SELECT count(*) AS changed FROM cancelled
 -- adds storage the runtime reads adds it here. Later tables go in the select list,
 -- which is resolved after FROM, so the oldest missing migration is the one named.
 SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers,
-       (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at
+       (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at,
+       j.step_position, (SELECT d.result FROM {{prefix}}_edges AS d LIMIT 1) AS edge_result
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
@@ -629,7 +747,7 @@ WHERE j.id = %(id)s
 -- changes, so the update can be HOT and the claim index is untouched.
 UPDATE {{prefix}}_jobs
 SET result_awaited = true
-WHERE id = %(id)s AND status IN ('pending', 'claimed') AND NOT result_awaited
+WHERE id = %(id)s AND status IN ('pending', 'claimed', 'waiting') AND NOT result_awaited
 
 -- name: enqueue_job_with_headers :exec
 -- enqueue_job with the trace headers of an instrumented enqueue (ADR 0127); a
@@ -727,3 +845,112 @@ WITH aged AS (
     RETURNING 1
 )
 SELECT count(*) AS promoted FROM promoted
+
+-- name: enqueue_workflow :exec
+-- A whole workflow in one statement (ADR 0125): every step a job row (the first
+-- steps pending, the others waiting, each with its count of parents), and every
+-- (parent, child) edge, with one wake-up at commit. Ids and positions are made
+-- when the workflow is built, so a step is written once or not at all.
+WITH input AS (
+    SELECT i.*, clock_timestamp() AS enqueued_at
+    FROM unnest(
+        %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
+        %(delays)s::interval[], %(waiting_fors)s::int[], %(input_args)s::text[],
+        %(input_alls)s::bool[], %(positions)s::int[]
+    ) AS i(id, kind, payload, priority, delay, waiting_for, input_arg, input_all, position)
+), inserted AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
+                                 workflow_id, waiting_for, input_arg, input_all, step_position)
+    SELECT id, kind, payload::jsonb, priority,
+           CASE WHEN waiting_for = 0 THEN 'pending' ELSE 'waiting' END,
+           enqueued_at, enqueued_at + delay, %(workflow_id)s, waiting_for, input_arg, input_all,
+           position
+    FROM input
+    RETURNING 1
+), linked AS (
+    INSERT INTO {{prefix}}_edges (parent_id, child_id, position)
+    SELECT * FROM unnest(%(edge_parents)s::text[], %(edge_children)s::text[],
+                         %(edge_positions)s::int[])
+)
+SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+
+-- name: end_dependants :many
+-- The waiting descendants of workflow steps that ended dead outside a finish
+-- (recovery at the backstop, cancel), ended dead in the caller's transaction with
+-- the note naming the step (ADR 0125; finish_jobs does the same inline). Locked in
+-- id order, as finish_jobs locks children, so the two never deadlock.
+WITH RECURSIVE doomed(id, cause_id, cause_kind) AS (
+    SELECT e.child_id, m.id, m.kind
+    FROM {{prefix}}_edges AS e JOIN {{prefix}}_jobs AS m ON m.id = e.parent_id
+    WHERE e.parent_id = ANY(%(ids)s::text[]) AND m.id = ANY(%(ids)s::text[])
+      AND m.status = 'dead'
+    UNION
+    SELECT e.child_id, x.cause_id, x.cause_kind
+    FROM doomed AS x JOIN {{prefix}}_edges AS e ON e.parent_id = x.id
+), locked AS (
+    SELECT c.id
+    FROM {{prefix}}_jobs AS c
+    WHERE c.id = ANY(ARRAY(SELECT id FROM doomed)) AND c.status = 'waiting'
+    ORDER BY c.id
+    FOR UPDATE
+), ended AS (
+    UPDATE {{prefix}}_jobs AS c
+    SET status = 'dead', finished_at = now()
+    FROM locked AS l, (SELECT DISTINCT ON (id) * FROM doomed ORDER BY id, cause_id) AS d
+    WHERE c.id = l.id AND d.id = l.id
+    RETURNING c.id, c.kind, c.run_count, c.result_awaited, d.cause_id, d.cause_kind
+), entry AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(), 'dead',
+           'dependency ' || cause_id || ' (' || cause_kind || ') ended dead'
+    FROM ended
+)
+SELECT id AS job_id,
+       CASE WHEN result_awaited THEN pg_notify(%(result_channel)s || id, '') END AS woken
+FROM ended
+
+-- name: resume_dependants :many
+-- app.retry of a workflow step (ADR 0125): its descendants that were ended dead
+-- because of it (never run) wait again, with the counts they kept, so each
+-- becomes pending when its parents complete. A descendant that ran and died on
+-- its own stays dead, and so do the steps below it.
+WITH RECURSIVE revived(id) AS (
+    SELECT e.child_id
+    FROM {{prefix}}_edges AS e JOIN {{prefix}}_jobs AS c ON c.id = e.child_id
+    WHERE e.parent_id = ANY(%(ids)s::text[]) AND c.status = 'dead' AND c.run_count = 0
+    UNION
+    SELECT e.child_id
+    FROM revived AS r
+    JOIN {{prefix}}_edges AS e ON e.parent_id = r.id
+    JOIN {{prefix}}_jobs AS c ON c.id = e.child_id
+    WHERE c.status = 'dead' AND c.run_count = 0
+), locked AS (
+    SELECT c.id
+    FROM {{prefix}}_jobs AS c
+    WHERE c.id = ANY(ARRAY(SELECT id FROM revived)) AND c.status = 'dead' AND c.run_count = 0
+    ORDER BY c.id
+    FOR UPDATE
+), resumed AS (
+    UPDATE {{prefix}}_jobs AS c
+    SET status = 'waiting', finished_at = NULL, cancel_requested_at = NULL
+    FROM locked AS l
+    WHERE c.id = l.id
+    RETURNING c.id, c.kind, c.run_count
+), entry AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(), 'retried', 'waiting again: a dependency was retried'
+    FROM resumed
+)
+SELECT id AS job_id FROM resumed
+
+-- name: workflow_steps :many
+-- app.workflow(id) (ADR 0125): the steps from _jobs_workflow, each with its
+-- parents in input order (_edges_child) and its last journal note (_journal_job).
+SELECT j.id, j.kind, j.status, j.step_position, j.finished_at,
+       ARRAY(SELECT e.parent_id FROM {{prefix}}_edges AS e
+             WHERE e.child_id = j.id ORDER BY e.position) AS parents,
+       (SELECT n.note FROM {{prefix}}_journal AS n
+        WHERE n.job_id = j.id ORDER BY n.id DESC LIMIT 1) AS note
+FROM {{prefix}}_jobs AS j
+WHERE j.workflow_id = %(workflow_id)s
+ORDER BY j.step_position
