@@ -27,14 +27,12 @@ class Priority(IntEnum):
 
 
 class Status(StrEnum):
-    """Lifecycle states (ADR 5); ``waiting``: a workflow step whose parents have not all
-    completed yet (ADR 0125), never claimed."""
+    """Lifecycle states (ADR 5)."""
 
     PENDING = "pending"
     CLAIMED = "claimed"
     COMPLETED = "completed"
     DEAD = "dead"
-    WAITING = "waiting"
 
     @property
     def is_terminal(self) -> bool:
@@ -433,12 +431,28 @@ class LimitedClaim:
     throttled: dict[str, timedelta]
 
 
+class StepState(StrEnum):
+    """A workflow step's state (ADR 0125): ``waiting`` until every parent completed
+    (not a job yet), then its job's status; ``dead`` also for a step that never ran
+    because a dependency ended dead."""
+
+    WAITING = "waiting"
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    DEAD = "dead"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (StepState.COMPLETED, StepState.DEAD)
+
+
 @dataclass(frozen=True, slots=True)
 class WorkflowStep:
     """One step of a workflow, as ``App.workflow(id)`` returns it (ADR 0125).
 
-    ``id`` is the step's job id (``app.job(id)`` shows its timeline), ``state``
-    its job's status (``waiting`` until every parent completed), ``parents``
+    ``id`` is the step's job id (``app.job(id)`` shows its timeline once it is a
+    job: not while ``waiting``, nor when it never ran), ``state`` its state, ``parents``
     the steps it waits for, in the order their results reach it, and
     ``position`` its place in the workflow as built (0 first; a parent always
     comes before its children). ``note`` is the last journal note, e.g.
@@ -447,7 +461,7 @@ class WorkflowStep:
 
     id: str
     kind: str
-    state: Status
+    state: StepState
     parents: tuple[str, ...]
     position: int
     note: str | None = None
@@ -462,14 +476,14 @@ class Workflow:
     steps: tuple[WorkflowStep, ...]
 
     @property
-    def state(self) -> Status:
+    def state(self) -> StepState:
         """``dead`` if any step is, ``completed`` when all are, else ``pending``."""
         states = {s.state for s in self.steps}
-        if Status.DEAD in states:
-            return Status.DEAD
-        if states == {Status.COMPLETED}:
-            return Status.COMPLETED
-        return Status.PENDING
+        if StepState.DEAD in states:
+            return StepState.DEAD
+        if states == {StepState.COMPLETED}:
+            return StepState.COMPLETED
+        return StepState.PENDING
 
 
 @dataclass(frozen=True, slots=True)

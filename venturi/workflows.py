@@ -223,7 +223,7 @@ def chain(*steps: Canvas) -> Chain:
     if not flat:
         raise ConfigurationError("a chain needs at least one step")
     built = Chain(tuple(flat))
-    _compile(built)
+    _check(built)
     return built
 
 
@@ -237,7 +237,7 @@ def chord(header: Group | Iterable[Canvas], body: Canvas) -> Chord:
     if not isinstance(body, Signature | Group | Chain | Chord):
         raise ArgumentsMismatch(f"a chord's body is a signature, got {body!r}")
     built = Chord(members, body)
-    _compile(built)
+    _check(built)
     return built
 
 
@@ -330,6 +330,23 @@ class _Compiler:
         self.steps.append(NewStep(job, len(parents), input_arg, as_list, len(self.steps)))
         self.signatures.append(sig)
         return job.id
+
+
+def _check(canvas: Canvas) -> None:
+    """Check every step of ``canvas`` now, as a whole workflow; one whose first steps
+    only fit with a parent's result first (it is meant to be nested: a chain's
+    step, a chord's body) is checked that way, and whole again where it is placed.
+    Raises the whole workflow's error when neither fits."""
+    try:
+        _compile(canvas)
+    except ArgumentsMismatch:
+        try:
+            _Compiler().place(canvas, ("",), False)
+        except ArgumentsMismatch:
+            pass
+        else:
+            return
+        raise
 
 
 def _compile(canvas: Canvas) -> tuple[NewWorkflow, list[str], bool, list[Signature]]:

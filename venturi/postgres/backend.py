@@ -79,6 +79,7 @@ from venturi.types import (
     Renewal,
     Stats,
     Status,
+    StepState,
     StoredResult,
     SummaryPage,
     Throughput,
@@ -610,11 +611,20 @@ class PostgresBackend:
             query, params = self._queries.cleanup_finished, {}
         else:
             query, params = self._queries.cleanup_finished_with_status, {"status": status.value}
+        total = self._delete_in_batches(
+            query, older_than=older_than, batch_size=batch_size, **params
+        )
+        if status in (None, Status.DEAD):
+            # Workflow steps that never ran: not jobs, so not counted (ADR 0125).
+            self._delete_in_batches(
+                self._queries.cleanup_dead_steps, older_than=older_than, batch_size=batch_size
+            )
+        return total
+
+    def _delete_in_batches(self, query: Query, *, batch_size: int, **params: Any) -> int:
         total = 0
         while True:
-            row = self._run(
-                lambda conn: query.one(conn, older_than=older_than, batch_size=batch_size, **params)
-            )
+            row = self._run(lambda conn: query.one(conn, batch_size=batch_size, **params))
             deleted = int(row["deleted"]) if row is not None else 0
             total += deleted
             if deleted < batch_size:
@@ -998,9 +1008,9 @@ class PostgresBackend:
             WorkflowStep(
                 id=r["id"],
                 kind=r["kind"],
-                state=Status(r["status"]),
+                state=StepState(r["status"]),
                 parents=tuple(r["parents"]),
-                position=int(r["step_position"]),
+                position=int(r["position"]),
                 note=r["note"],
                 finished_at=r["finished_at"],
             )

@@ -153,11 +153,11 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- Workflows (V9, ADR 0125): a finished row with a workflow_id hands on to its
 -- children in this same statement, so a crash leaves either the parent claimed
 -- and its children waiting, or both recorded. A completed parent writes its
--- result on its edges and counts each child down; a child reaching 0 becomes
--- pending with its inputs (the parents' results, from the edges); a parent
--- ending dead ends its waiting descendants dead. The children are locked in id
--- order first, so two finishes never deadlock, and the lock returns their newest
--- count. Plain jobs (workflow_id NULL) feed nothing into these steps: each is an
+-- result on its edges and counts each child (a _steps row) down; a child
+-- reaching 0 is inserted into _jobs, pending, with its inputs (the parents'
+-- results, from the edges), and its step marked enqueued; a parent ending dead ends its waiting descendants dead. The
+-- children are locked in id order first, so two finishes never deadlock, and the
+-- lock returns their newest count. Plain jobs (workflow_id NULL) feed nothing into these steps: each is an
 -- index probe with an empty array, and the wake-up initplan is not evaluated.
 WITH RECURSIVE input AS (
     SELECT *
@@ -225,14 +225,15 @@ WITH RECURSIVE input AS (
     SELECT e.child_id, x.cause_id, x.cause_kind
     FROM doomed AS x JOIN {{prefix}}_edges AS e ON e.parent_id = x.id
 ), locked AS (
-    SELECT c.id, c.status, c.waiting_for, c.input_arg, c.input_all, c.payload
-    FROM {{prefix}}_jobs AS c
+    SELECT c.*
+    FROM {{prefix}}_steps AS c
     WHERE c.id = ANY(ARRAY(SELECT child_id FROM counted UNION SELECT id FROM doomed))
+      AND c.status <> 'enqueued'
     ORDER BY c.id
     FOR UPDATE
 ), step_plan AS (
-    SELECT l.id, l.status, l.input_arg, l.input_all, l.payload, d.cause_id, d.cause_kind,
-           l.waiting_for - coalesce(n.parents, 0) AS waiting_for,
+    SELECT l.*, d.cause_id, d.cause_kind,
+           l.waiting_for - coalesce(n.parents, 0) AS left_to_wait,
            CASE WHEN l.status <> 'waiting' THEN NULL
                 WHEN d.cause_id IS NOT NULL THEN 'dead'
                 WHEN l.waiting_for - coalesce(n.parents, 0) = 0 THEN 'ready' END AS becomes
@@ -256,36 +257,39 @@ WITH RECURSIVE input AS (
     FROM {{prefix}}_edges AS e JOIN completed_steps AS c ON c.id = e.parent_id
     WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps))
       AND e.child_id = ANY(ARRAY(SELECT id FROM step_plan WHERE becomes = 'ready'))
-), stepped AS (
-    UPDATE {{prefix}}_jobs AS c
-    SET waiting_for = p.waiting_for,
-        status = CASE p.becomes WHEN 'ready' THEN 'pending' WHEN 'dead' THEN 'dead'
+), released AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
+                                 workflow_id, result_awaited)
+    SELECT p.id, p.kind,
+           CASE WHEN p.input_arg IS NULL THEN p.payload
+                ELSE p.payload || jsonb_build_object(p.input_arg, (
+                    SELECT CASE WHEN p.input_all THEN jsonb_agg(x.result ORDER BY x.position)
+                                ELSE min(x.result::text)::jsonb END
+                    FROM all_inputs AS x WHERE x.child_id = p.id)) END,
+           p.priority, 'pending', clock_timestamp(), now(), p.workflow_id, p.result_awaited
+    FROM step_plan AS p
+    WHERE p.becomes = 'ready'
+    RETURNING 1
+), counted_down AS (
+    UPDATE {{prefix}}_steps AS c
+    SET waiting_for = p.left_to_wait,
+        status = CASE p.becomes WHEN 'ready' THEN 'enqueued' WHEN 'dead' THEN 'dead'
                                 ELSE c.status END,
-        payload = CASE WHEN p.becomes = 'ready' AND p.input_arg IS NOT NULL
-                       THEN p.payload || jsonb_build_object(p.input_arg, (
-                           SELECT CASE WHEN p.input_all
-                                       THEN jsonb_agg(x.result ORDER BY x.position)
-                                       ELSE min(x.result::text)::jsonb END
-                           FROM all_inputs AS x WHERE x.child_id = p.id))
-                       ELSE c.payload END,
-        created_at = CASE WHEN p.becomes = 'ready' THEN clock_timestamp() ELSE c.created_at END,
-        visible_at = CASE WHEN p.becomes = 'ready' THEN now() ELSE c.visible_at END,
+        note = CASE WHEN p.becomes = 'dead'
+                    THEN 'dependency ' || p.cause_id || ' (' || p.cause_kind || ') ended dead'
+                    ELSE c.note END,
         finished_at = CASE WHEN p.becomes = 'dead' THEN now() ELSE c.finished_at END
     FROM step_plan AS p
     WHERE c.id = p.id
-    RETURNING c.id, c.kind, c.run_count, c.result_awaited, p.becomes, p.cause_id, p.cause_kind
-), step_journal AS (
-    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
-    SELECT id, kind, run_count, now(), 'dead',
-           'dependency ' || cause_id || ' (' || cause_kind || ') ended dead'
-    FROM stepped WHERE becomes = 'dead'
+    RETURNING c.id, c.result_awaited, p.becomes
 )
 SELECT f.id AS job_id,
        CASE WHEN f.wakes_waiter THEN pg_notify(%(result_channel)s || f.id, '') END AS woken,
        (SELECT count(pg_notify(w.channel, '')) FROM (
-            SELECT DISTINCT %(channel)s::text AS channel FROM stepped WHERE becomes = 'ready'
+            SELECT DISTINCT %(channel)s::text AS channel FROM released
             UNION ALL
-            SELECT %(result_channel)s || id FROM stepped WHERE becomes = 'dead' AND result_awaited
+            SELECT %(result_channel)s || id FROM counted_down
+            WHERE becomes = 'dead' AND result_awaited
         ) AS w) AS stepped
 FROM finished AS f
 
@@ -440,12 +444,11 @@ LIMIT %(limit)s
 
 -- name: retry_job :one
 -- Operator retry of a dead job: pending, visible now, a fresh failure budget,
--- and no cancellation request left over from a cancelled run (ADR 0121). A
--- workflow step some of whose parents have not completed waits again instead
--- (ADR 0125); resume_dependants then revives the steps it had ended.
+-- and no cancellation request left over from a cancelled run (ADR 0121). For a
+-- workflow step, resume_dependants then revives the steps it had ended (ADR 0125).
 WITH retried AS (
     UPDATE {{prefix}}_jobs
-    SET status = CASE WHEN coalesce(waiting_for, 0) > 0 THEN 'waiting' ELSE 'pending' END, visible_at = now(), finished_at = NULL, failure_count = 0,
+    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0,
         cancel_requested_at = NULL
     WHERE id = %(id)s AND status = 'dead'
     RETURNING *
@@ -456,12 +459,11 @@ WITH retried AS (
 SELECT * FROM retried
 
 -- name: cancel_job :one
--- A pending job, or a waiting workflow step (whose dependants end_dependants
--- then ends, ADR 0125).
+-- For a workflow step, end_dependants then ends its dependants (ADR 0125).
 WITH cancelled AS (
     UPDATE {{prefix}}_jobs
     SET status = 'dead', finished_at = now()
-    WHERE id = %(id)s AND status IN ('pending', 'waiting')
+    WHERE id = %(id)s AND status = 'pending'
     RETURNING *
 ), entry AS (
     INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
@@ -483,9 +485,12 @@ WITH doomed AS (
     DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
     RETURNING j.id, j.workflow_id
 ), unlinked AS (
-    -- A workflow step's edges to its parents go with it (ADR 0125).
+    -- A workflow step's row and edges to its parents go with its job (ADR 0125).
     DELETE FROM {{prefix}}_edges AS e
     WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
+), unstepped AS (
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
 )
 SELECT count(*) AS deleted FROM deleted
 
@@ -504,9 +509,12 @@ WITH doomed AS (
     DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
     RETURNING j.id, j.workflow_id
 ), unlinked AS (
-    -- A workflow step's edges to its parents go with it (ADR 0125).
+    -- A workflow step's row and edges to its parents go with its job (ADR 0125).
     DELETE FROM {{prefix}}_edges AS e
     WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
+), unstepped AS (
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
 )
 SELECT count(*) AS deleted FROM deleted
 
@@ -567,8 +575,7 @@ WHERE (%(status)s::text IS NULL OR j.status = %(status)s::text)
           WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1)), lower(%(note)s::text)) > 0)
 
 -- name: retry_matching :one
--- Bulk operator retry (as retry_job) of dead rows matching the filter, one batch;
--- workflow steps whose parents have not all completed wait again (ADR 0125).
+-- Bulk operator retry (as retry_job) of dead rows matching the filter, one batch.
 -- SKIP LOCKED: a row another transaction holds is left for the next batch.
 -- A retried row is pending with a new last note, so it never matches again.
 WITH picked AS (
@@ -583,8 +590,7 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 ), retried AS (
     UPDATE {{prefix}}_jobs AS j
-    SET status = CASE WHEN coalesce(j.waiting_for, 0) > 0 THEN 'waiting' ELSE 'pending' END,
-        visible_at = now(), finished_at = NULL, failure_count = 0
+    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0
     FROM picked
     WHERE j.id = picked.id AND j.status = 'dead'
     RETURNING j.id, j.kind, j.run_count
@@ -631,7 +637,8 @@ FROM cancelled
 -- which is resolved after FROM, so the oldest missing migration is the one named.
 SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers,
        (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at,
-       j.step_position, (SELECT d.result FROM {{prefix}}_edges AS d LIMIT 1) AS edge_result
+       j.workflow_id, (SELECT d.result FROM {{prefix}}_edges AS d LIMIT 1) AS edge_result,
+       (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
@@ -734,20 +741,32 @@ SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
 
 -- name: read_result :one
 -- What a result waiter reads (ADR 0124): one primary-key probe, and one probe of
--- _journal_job (job_id, id) backwards for the last note.
+-- _journal_job (job_id, id) backwards for the last note. A workflow step not yet a
+-- job is read from _steps (ADR 0125): waiting reads as pending (not ended yet);
+-- in one statement's snapshot a step not enqueued has no job row.
 SELECT j.status, j.result::text AS result,
        (SELECT e.note FROM {{prefix}}_journal AS e
         WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS note
 FROM {{prefix}}_jobs AS j
 WHERE j.id = %(id)s
+UNION ALL
+SELECT CASE s.status WHEN 'waiting' THEN 'pending' ELSE s.status END, NULL, s.note
+FROM {{prefix}}_steps AS s
+WHERE s.id = %(id)s AND s.status <> 'enqueued'
 
 -- name: await_result :exec
 -- A waiter's mark (ADR 0124): finish_jobs wakes it when the row ends. Only rows
 -- not yet terminal; an already-marked row is not written again. No indexed column
--- changes, so the update can be HOT and the claim index is untouched.
+-- changes, so the update can be HOT and the claim index is untouched. A waiting
+-- workflow step is marked in _steps, and the job it becomes keeps the mark (ADR 0125).
+WITH step AS (
+    UPDATE {{prefix}}_steps
+    SET result_awaited = true
+    WHERE id = %(id)s AND status = 'waiting' AND NOT result_awaited
+)
 UPDATE {{prefix}}_jobs
 SET result_awaited = true
-WHERE id = %(id)s AND status IN ('pending', 'claimed', 'waiting') AND NOT result_awaited
+WHERE id = %(id)s AND status IN ('pending', 'claimed') AND NOT result_awaited
 
 -- name: enqueue_job_with_headers :exec
 -- enqueue_job with the trace headers of an instrumented enqueue (ADR 0127); a
@@ -847,8 +866,8 @@ WITH aged AS (
 SELECT count(*) AS promoted FROM promoted
 
 -- name: enqueue_workflow :exec
--- A whole workflow in one statement (ADR 0125): every step a job row (the first
--- steps pending, the others waiting, each with its count of parents), and every
+-- A whole workflow in one statement (ADR 0125): a _steps row per step, its first
+-- steps pending jobs too, the others waiting with their count of parents, every
 -- (parent, child) edge, with one wake-up at commit. Ids and positions are made
 -- when the workflow is built, so a step is written once or not at all.
 WITH input AS (
@@ -860,13 +879,19 @@ WITH input AS (
     ) AS i(id, kind, payload, priority, delay, waiting_for, input_arg, input_all, position)
 ), inserted AS (
     INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
-                                 workflow_id, waiting_for, input_arg, input_all, step_position)
-    SELECT id, kind, payload::jsonb, priority,
-           CASE WHEN waiting_for = 0 THEN 'pending' ELSE 'waiting' END,
-           enqueued_at, enqueued_at + delay, %(workflow_id)s, waiting_for, input_arg, input_all,
-           position
+                                 workflow_id)
+    SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at, enqueued_at + delay,
+           %(workflow_id)s
     FROM input
+    WHERE waiting_for = 0
     RETURNING 1
+), steps AS (
+    INSERT INTO {{prefix}}_steps (id, workflow_id, kind, payload, priority, position,
+                                  waiting_for, input_arg, input_all, status, created_at)
+    SELECT id, %(workflow_id)s, kind, payload::jsonb, priority, position, waiting_for,
+           input_arg, input_all, CASE WHEN waiting_for = 0 THEN 'enqueued' ELSE 'waiting' END,
+           enqueued_at
+    FROM input
 ), linked AS (
     INSERT INTO {{prefix}}_edges (parent_id, child_id, position)
     SELECT * FROM unnest(%(edge_parents)s::text[], %(edge_children)s::text[],
@@ -889,68 +914,81 @@ WITH RECURSIVE doomed(id, cause_id, cause_kind) AS (
     FROM doomed AS x JOIN {{prefix}}_edges AS e ON e.parent_id = x.id
 ), locked AS (
     SELECT c.id
-    FROM {{prefix}}_jobs AS c
+    FROM {{prefix}}_steps AS c
     WHERE c.id = ANY(ARRAY(SELECT id FROM doomed)) AND c.status = 'waiting'
     ORDER BY c.id
     FOR UPDATE
 ), ended AS (
-    UPDATE {{prefix}}_jobs AS c
-    SET status = 'dead', finished_at = now()
+    UPDATE {{prefix}}_steps AS c
+    SET status = 'dead', finished_at = now(),
+        note = 'dependency ' || d.cause_id || ' (' || d.cause_kind || ') ended dead'
     FROM locked AS l, (SELECT DISTINCT ON (id) * FROM doomed ORDER BY id, cause_id) AS d
     WHERE c.id = l.id AND d.id = l.id
-    RETURNING c.id, c.kind, c.run_count, c.result_awaited, d.cause_id, d.cause_kind
-), entry AS (
-    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
-    SELECT id, kind, run_count, now(), 'dead',
-           'dependency ' || cause_id || ' (' || cause_kind || ') ended dead'
-    FROM ended
+    RETURNING c.id, c.result_awaited
 )
-SELECT id AS job_id,
+SELECT id AS step_id,
        CASE WHEN result_awaited THEN pg_notify(%(result_channel)s || id, '') END AS woken
 FROM ended
 
 -- name: resume_dependants :many
--- app.retry of a workflow step (ADR 0125): its descendants that were ended dead
--- because of it (never run) wait again, with the counts they kept, so each
--- becomes pending when its parents complete. A descendant that ran and died on
--- its own stays dead, and so do the steps below it.
+-- app.retry of a workflow step (ADR 0125): the steps ended dead because of it
+-- wait again, with the counts they kept, so each becomes a job when its parents
+-- complete. A step below another dead job stays dead, as that job does.
 WITH RECURSIVE revived(id) AS (
     SELECT e.child_id
-    FROM {{prefix}}_edges AS e JOIN {{prefix}}_jobs AS c ON c.id = e.child_id
-    WHERE e.parent_id = ANY(%(ids)s::text[]) AND c.status = 'dead' AND c.run_count = 0
+    FROM {{prefix}}_edges AS e JOIN {{prefix}}_steps AS c ON c.id = e.child_id
+    WHERE e.parent_id = ANY(%(ids)s::text[]) AND c.status = 'dead'
     UNION
     SELECT e.child_id
     FROM revived AS r
     JOIN {{prefix}}_edges AS e ON e.parent_id = r.id
-    JOIN {{prefix}}_jobs AS c ON c.id = e.child_id
-    WHERE c.status = 'dead' AND c.run_count = 0
+    JOIN {{prefix}}_steps AS c ON c.id = e.child_id
+    WHERE c.status = 'dead'
 ), locked AS (
     SELECT c.id
-    FROM {{prefix}}_jobs AS c
-    WHERE c.id = ANY(ARRAY(SELECT id FROM revived)) AND c.status = 'dead' AND c.run_count = 0
+    FROM {{prefix}}_steps AS c
+    WHERE c.id = ANY(ARRAY(SELECT id FROM revived)) AND c.status = 'dead'
     ORDER BY c.id
     FOR UPDATE
-), resumed AS (
-    UPDATE {{prefix}}_jobs AS c
-    SET status = 'waiting', finished_at = NULL, cancel_requested_at = NULL
-    FROM locked AS l
-    WHERE c.id = l.id
-    RETURNING c.id, c.kind, c.run_count
-), entry AS (
-    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
-    SELECT id, kind, run_count, now(), 'retried', 'waiting again: a dependency was retried'
-    FROM resumed
 )
-SELECT id AS job_id FROM resumed
+UPDATE {{prefix}}_steps AS c
+SET status = 'waiting', finished_at = NULL, note = 'waiting again: a dependency was retried'
+FROM locked AS l
+WHERE c.id = l.id
+RETURNING c.id AS step_id
 
 -- name: workflow_steps :many
--- app.workflow(id) (ADR 0125): the steps from _jobs_workflow, each with its
--- parents in input order (_edges_child) and its last journal note (_journal_job).
-SELECT j.id, j.kind, j.status, j.step_position, j.finished_at,
+-- app.workflow(id) (ADR 0125): the steps from _steps_workflow in position order;
+-- an enqueued one's state and note are its job's (primary key, _journal_job), and
+-- its parents come in input order from _edges_child.
+SELECT s.id, s.kind, s.position,
+       CASE WHEN s.status = 'enqueued' THEN j.status ELSE s.status END AS status,
+       CASE WHEN s.status = 'enqueued' THEN j.finished_at ELSE s.finished_at END AS finished_at,
+       CASE WHEN s.status = 'enqueued'
+            THEN (SELECT n.note FROM {{prefix}}_journal AS n
+                  WHERE n.job_id = s.id ORDER BY n.id DESC LIMIT 1)
+            ELSE s.note END AS note,
        ARRAY(SELECT e.parent_id FROM {{prefix}}_edges AS e
-             WHERE e.child_id = j.id ORDER BY e.position) AS parents,
-       (SELECT n.note FROM {{prefix}}_journal AS n
-        WHERE n.job_id = j.id ORDER BY n.id DESC LIMIT 1) AS note
-FROM {{prefix}}_jobs AS j
-WHERE j.workflow_id = %(workflow_id)s
-ORDER BY j.step_position
+             WHERE e.child_id = s.id ORDER BY e.position) AS parents
+FROM {{prefix}}_steps AS s
+LEFT JOIN {{prefix}}_jobs AS j ON j.id = s.id
+WHERE s.workflow_id = %(workflow_id)s
+ORDER BY s.position
+
+-- name: cleanup_dead_steps :one
+-- Cleanup of workflow steps that never ran because a dependency ended dead
+-- (ADR 0125), by their end time from _steps_ended, in bounded batches; their
+-- edges go with them.
+WITH doomed AS (
+    SELECT id
+    FROM {{prefix}}_steps
+    WHERE status = 'dead' AND finished_at < now() - %(older_than)s
+    ORDER BY finished_at
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM {{prefix}}_steps AS s USING doomed WHERE s.id = doomed.id RETURNING s.id
+), unlinked AS (
+    DELETE FROM {{prefix}}_edges AS e WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted))
+)
+SELECT count(*) AS deleted FROM deleted
