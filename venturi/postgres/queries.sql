@@ -959,19 +959,24 @@ RETURNING c.id AS step_id
 
 -- name: workflow_steps :many
 -- app.workflow(id) (ADR 0125): the steps from _steps_workflow in position order;
--- an enqueued one's state and note are its job's (primary key, _journal_job), and
--- its parents come in input order from _edges_child.
+-- an enqueued one's state and note are its job's (one primary-key probe each,
+-- LATERAL so a large chord is never a hash join over the whole jobs table, and
+-- _journal_job), and its parents come in input order from _edges_child.
 SELECT s.id, s.kind, s.position,
-       CASE WHEN s.status = 'enqueued' THEN j.status ELSE s.status END AS status,
-       CASE WHEN s.status = 'enqueued' THEN j.finished_at ELSE s.finished_at END AS finished_at,
-       CASE WHEN s.status = 'enqueued'
+       coalesce(j.status, s.status) AS status,
+       CASE WHEN j.status IS NOT NULL THEN j.finished_at ELSE s.finished_at END AS finished_at,
+       CASE WHEN j.status IS NOT NULL
             THEN (SELECT n.note FROM {{prefix}}_journal AS n
                   WHERE n.job_id = s.id ORDER BY n.id DESC LIMIT 1)
             ELSE s.note END AS note,
        ARRAY(SELECT e.parent_id FROM {{prefix}}_edges AS e
              WHERE e.child_id = s.id ORDER BY e.position) AS parents
 FROM {{prefix}}_steps AS s
-LEFT JOIN {{prefix}}_jobs AS j ON j.id = s.id
+LEFT JOIN LATERAL (
+    SELECT j.status, j.finished_at FROM {{prefix}}_jobs AS j
+    WHERE j.id = s.id AND s.status = 'enqueued'
+    OFFSET 0
+) AS j ON true
 WHERE s.workflow_id = %(workflow_id)s
 ORDER BY s.position
 
@@ -987,7 +992,9 @@ WITH doomed AS (
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM {{prefix}}_steps AS s USING doomed WHERE s.id = doomed.id RETURNING s.id
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM doomed))
+    RETURNING s.id
 ), unlinked AS (
     DELETE FROM {{prefix}}_edges AS e WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted))
 )
