@@ -625,7 +625,8 @@ WITH picked AS (
 )
 -- steps: the cancelled workflow steps, whose dependants end_dependants ends (ADR 0125).
 SELECT count(*) AS changed,
-       coalesce(array_agg(id) FILTER (WHERE workflow_id IS NOT NULL), '{}') AS steps
+       coalesce(array_agg(id) FILTER (WHERE workflow_id IS NOT NULL), ARRAY[]::text[])
+           AS steps
 FROM cancelled
 
 -- name: check_schema :many
