@@ -164,6 +164,9 @@ def chord_drain(url: str, members: int, log_dir: Path) -> dict[str, Any]:
         began = time.perf_counter()
         ref = chord([member.s(n) for n in range(members)], callback.s()).delay()
         enqueue_s = time.perf_counter() - began
+        with closing(connect(url)) as conn:
+            for table in ("jobs", "steps", "edges"):
+                conn.execute(f"ANALYZE {prefix}_{table}")
         with worker(url, prefix, log_dir) as process:
             _wait(url, prefix, process, TOTAL_KIND, 1)
         assert ref.result(timeout=10) == sum(range(members))

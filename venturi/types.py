@@ -167,6 +167,8 @@ class ClaimedJob:
     claim_expires_at: datetime
     #: The trace context headers its enqueue stored, if it was instrumented (ADR 0127).
     headers: Mapping[str, str] | None = None
+    #: The workflow it is a step of (ADR 0125), else None.
+    workflow_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,10 +219,17 @@ class Renewal:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """One claim and its outcome, as handed to ``Backend.finish`` in batches."""
+    """One claim and its outcome, as handed to ``Backend.finish`` in batches.
+
+    ``in_workflow``: the job is a workflow step (``ClaimedJob.workflow_id``), so
+    its finish hands results on (ADR 0125). A hint for the backend's choice of
+    statement, not a condition of correctness: a step finished without it is
+    still recorded with its hand-on.
+    """
 
     claim: Claim
     outcome: Outcome
+    in_workflow: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ def chord(members: int, input_all: bool = True) -> NewWorkflow:
 
 
 def completed(claim: Claim, result: str) -> Finished:
+    """Not flagged ``in_workflow``: the backend must find the step's hand-on itself."""
     return Finished(claim, Outcome(OutcomeKind.COMPLETED, result=result))
 
 
@@ -94,11 +95,14 @@ def test_a_chain_step_gets_its_parents_result_as_it_is(
     flow = NewWorkflow(new_job().id, (first, second), (NewEdge(first.job.id, second.job.id, 0),))
     backend.enqueue_workflow(flow)
     [job] = claim_all()
+    assert job.workflow_id == flow.id  # the worker flags the finish with it
 
-    backend.finish([completed(job.claim, '{"rows": [1, 2]}')])
+    outcome = Outcome(OutcomeKind.COMPLETED, result='{"rows": [1, 2]}')
+    assert backend.finish([Finished(job.claim, outcome, in_workflow=True)]) == {job.claim.job_id}
 
     [step] = claim_all()
     assert step.payload == {"x": {"rows": [1, 2]}, "y": 2}
+    assert step.workflow_id == flow.id
 
 
 def test_a_finish_that_lost_its_claim_hands_nothing_on(

@@ -83,7 +83,6 @@ def test_fenced_changes_probe_the_primary_key_not_the_claimed_entries(
             tracebacks=[None] * CLAIMS,
             results=["null"] * CLAIMS,
             result_channel="venturi_result_",
-            channel="venturi_wakeup",
         )
     query = getattr(Queries(Prefix.parse(prefix)), name)
     assert query.replan, f"{name} must be :replan: its generic plan scans the table"

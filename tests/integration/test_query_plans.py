@@ -596,7 +596,6 @@ def test_batched_finish_finds_its_rows_by_primary_key(planner: Planner) -> None:
         tracebacks=[None, "Traceback (most recent call last):\n  ...\nTimeoutError"] * (count // 2),
         results=['{"rows": 12}', None] * (count // 2),
         result_channel="venturi_result_",
-        channel="venturi_wakeup",
     )
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
     assert plan.seq_scans(planner.jobs) == [], plan.text
@@ -1025,7 +1024,7 @@ def test_the_finish_of_chord_members_probes_edges_and_steps_by_key(flows: Planne
     members = [f"CHORD-{i:06d}" for i in range(8)]
     count = len(members)
     plan = flows.explain(
-        "finish_jobs",
+        "finish_jobs_in_workflows",
         ids=members,
         claimed_by=["host-1:4242"] * count,
         run_counts=[1] * count,
@@ -1047,12 +1046,13 @@ def test_the_finish_of_chord_members_probes_edges_and_steps_by_key(flows: Planne
     _no_scan_of_a_whole_table(flows, plan)
 
 
-def test_the_finish_of_plain_jobs_scans_no_workflow_table(flows: Planner) -> None:
-    """Jobs outside workflows feed empty arrays into the workflow steps: never a scan."""
+def test_a_workflow_finish_of_plain_jobs_scans_no_workflow_table(flows: Planner) -> None:
+    """Plain jobs in a workflow batch (or left alone by finish_jobs) feed empty arrays
+    into the workflow steps: never a scan."""
     claims = flows.samples["claims"]
     count = len(claims["ids"])
     plan = flows.explain(
-        "finish_jobs",
+        "finish_jobs_in_workflows",
         **claims,
         outcomes=["completed", "dead"] * (count // 2),
         notes=[None] * count,

@@ -394,28 +394,41 @@ class PostgresBackend:
         )
 
     def finish(self, results: Sequence[Finished]) -> set[str]:
+        """Plain jobs through ``finish_jobs`` (as before workflows); workflow steps, and
+        any row it left alone (a lost claim, a step not flagged ``in_workflow``),
+        through ``finish_jobs_in_workflows``, which hands their results on (ADR 0125)."""
         if not results:
             return set()
+        steps = [r for r in results if r.in_workflow]
+        plain = [r for r in results if not r.in_workflow]
+        done: set[str] = set()
+        if plain:
+            done = self._finish(self._queries.finish_jobs, plain)
+            steps += [r for r in plain if r.claim.job_id not in done]
+        if steps:
+            done |= self._finish(self._queries.finish_jobs_in_workflows, steps)
+        return done
+
+    def _finish(self, statement: Query, results: Sequence[Finished]) -> set[str]:
         outcomes = [bounded(r.outcome, self._result_max_bytes) for r in results]
-        rows = self._run_bounded(
-            lambda conn: self._queries.finish_jobs.many(
-                conn,
-                ids=[r.claim.job_id for r in results],
-                claimed_by=[r.claim.claimed_by for r in results],
-                run_counts=[r.claim.run_count for r in results],
-                outcomes=[o.kind.value for o in outcomes],
-                notes=[o.note for o in outcomes],
-                failures=[o.is_failure for o in outcomes],
-                delays=[o.delay for o in outcomes],
-                etas=[o.eta for o in outcomes],
-                carries=[o.carry for o in outcomes],
-                attachments=[o.attachment for o in outcomes],
-                tracebacks=[o.traceback for o in outcomes],
-                results=[o.result for o in outcomes],
-                result_channel=RESULT_CHANNEL,
-                channel=self._prefix.channel,
-            )
-        )
+        params: dict[str, Any] = {
+            "ids": [r.claim.job_id for r in results],
+            "claimed_by": [r.claim.claimed_by for r in results],
+            "run_counts": [r.claim.run_count for r in results],
+            "outcomes": [o.kind.value for o in outcomes],
+            "notes": [o.note for o in outcomes],
+            "failures": [o.is_failure for o in outcomes],
+            "delays": [o.delay for o in outcomes],
+            "etas": [o.eta for o in outcomes],
+            "carries": [o.carry for o in outcomes],
+            "attachments": [o.attachment for o in outcomes],
+            "tracebacks": [o.traceback for o in outcomes],
+            "results": [o.result for o in outcomes],
+            "result_channel": RESULT_CHANNEL,
+        }
+        if statement is self._queries.finish_jobs_in_workflows:
+            params["channel"] = self._prefix.channel
+        rows = self._run_bounded(lambda conn: statement.many(conn, **params))
         return {row["job_id"] for row in rows}
 
     def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> Renewal:
@@ -1032,6 +1045,7 @@ def _claimed_jobs(rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob
             created_at=r["created_at"],
             claim_expires_at=r["claim_expires_at"],
             headers=r["headers"],
+            workflow_id=r["workflow_id"],
         )
         for r in rows
     ]

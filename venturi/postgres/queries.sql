@@ -128,7 +128,7 @@ SET status = 'claimed',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
-          j.created_at, j.claim_expires_at, j.headers
+          j.created_at, j.claim_expires_at, j.headers, j.workflow_id
 
 -- name: finish_jobs :many :replan
 -- Many outcomes in one statement: each row change is fenced on its claim
@@ -150,6 +150,60 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- for (result_awaited) that ends sends one NOTIFY on its own channel, at commit;
 -- the flag is read from the row being updated anyway, so a drain nobody waits
 -- on sends nothing and costs nothing more.
+-- A row in a workflow (V9) is left alone here (it matches nothing, as a lost
+-- claim does): finish_jobs_in_workflows records it with its hand-on, so the
+-- finish of plain jobs stays this statement, planned and run as before.
+WITH input AS (
+    SELECT *
+    FROM unnest(
+        %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
+        %(notes)s::text[], %(failures)s::bool[], %(delays)s::interval[], %(etas)s::timestamptz[],
+        %(carries)s::text[], %(attachments)s::text[], %(tracebacks)s::text[],
+        %(results)s::text[]
+    ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment,
+           traceback, result)
+), finished AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome
+                      WHEN j.cancel_requested_at IS NOT NULL THEN 'dead'
+                      ELSE 'pending' END,
+        finished_at = CASE WHEN i.outcome IN ('completed', 'dead')
+                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
+        visible_at = CASE WHEN i.outcome IN ('completed', 'dead')
+                            OR j.cancel_requested_at IS NOT NULL THEN j.visible_at
+                          ELSE coalesce(i.eta, now() + i.delay) END,
+        failure_count = j.failure_count + i.is_failure::int,
+        carry = coalesce(i.carry::jsonb, j.carry),
+        result = CASE WHEN i.outcome = 'completed' THEN i.result::jsonb END,
+        claimed_by = NULL,
+        claim_expires_at = NULL
+    FROM input AS i
+    WHERE j.id = ANY(%(ids)s::text[]) AND j.id = i.id
+      AND j.status || '' = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
+      AND j.workflow_id IS NULL
+    RETURNING j.id, j.kind, j.run_count,
+              j.cancel_requested_at IS NOT NULL
+                  AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled,
+              j.result_awaited AND j.finished_at IS NOT NULL AS wakes_waiter
+), journaled AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment,
+                                    traceback)
+    SELECT f.id, f.kind, f.run_count, now(),
+           CASE WHEN f.is_cancelled THEN 'dead' ELSE i.outcome END,
+           CASE WHEN f.is_cancelled
+                THEN 'cancelled (the run ended ' || i.outcome || coalesce(': ' || i.note, '') || ')'
+                ELSE i.note END,
+           i.attachment::jsonb, i.traceback
+    FROM finished AS f JOIN input AS i ON i.id = f.id
+)
+SELECT f.id AS job_id,
+       CASE WHEN f.wakes_waiter THEN pg_notify(%(result_channel)s || f.id, '') END AS woken
+FROM finished AS f
+
+-- name: finish_jobs_in_workflows :many :replan
+-- finish_jobs for a batch with rows in workflows (the backend picks it from the
+-- claims; a row finish_jobs left alone comes here too), same fence, journal,
+-- results and wake-ups, :replan for the same reason.
 -- Workflows (V9, ADR 0125): a finished row with a workflow_id hands on to its
 -- children in this same statement, so a crash leaves either the parent claimed
 -- and its children waiting, or both recorded. A completed parent writes its
