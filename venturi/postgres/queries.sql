@@ -649,12 +649,17 @@ WITH picked AS (
     SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0
     FROM picked
     WHERE j.id = picked.id AND j.status = 'dead'
-    RETURNING j.id, j.kind, j.run_count
+    RETURNING j.id, j.kind, j.run_count, j.workflow_id
 ), entry AS (
     INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, now(), 'retried', 'retried by operator' FROM retried
 )
-SELECT count(*) AS changed FROM retried
+-- steps: the retried workflow steps, whose dependants resume_dependants revives
+-- in the same transaction (ADR 0125).
+SELECT count(*) AS changed,
+       coalesce(array_agg(id) FILTER (WHERE workflow_id IS NOT NULL), ARRAY[]::text[])
+           AS steps
+FROM retried
 
 -- name: cancel_matching :one
 -- Bulk cancel (as cancel_job) of pending rows matching the filter, one batch; a
