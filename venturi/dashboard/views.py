@@ -6,13 +6,14 @@ kinds, ages) is plain functions over venturi's own types.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
+from venturi.errors import JobNotFound, ResultUnavailable
 from venturi.types import MinuteCounts, Stats, Status, Throughput, WorkerInfo
 
 #: The chart's span: this minute and the 59 before it.
@@ -20,6 +21,9 @@ CHART_MINUTES = 60
 #: Characters of one traceback a page shows at most. Workers bound what they store
 #: (ADR 0121), but the column itself is unbounded text, so the page bounds it too.
 MAX_TRACEBACK_SHOWN = 20_000
+#: Characters of one result's pretty JSON a page shows at most: a stored result may be
+#: up to ``result_max_bytes`` (1 MiB by default, ADR 0124), more than a page should carry.
+MAX_RESULT_SHOWN = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,18 @@ class KindRow:
     def is_unserved_with_pending(self) -> bool:
         """Pending work that no task of this App can run: a typo, or a task module gone."""
         return not self.is_served and self.counts.get(Status.PENDING, 0) > 0
+
+
+@dataclass(frozen=True, slots=True)
+class ResultPanel:
+    """What the job page says about the job's result.
+
+    ``text`` is the stored result as indented JSON, bounded (``None``: nothing is
+    stored); ``why`` says why nothing is stored, or what a JSON ``null`` means.
+    """
+
+    text: str | None
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +169,32 @@ def bounded_traceback(text: str) -> str:
         return text
     omitted = len(text) - MAX_TRACEBACK_SHOWN
     return f"[{omitted} characters of outer frames not shown]\n{text[-MAX_TRACEBACK_SHOWN:]}"
+
+
+def result_panel(status: Status, read: Callable[[], Any]) -> ResultPanel:
+    """The result panel of a job in ``status``; ``read`` returns the decoded result of a
+    completed job (``App.result(id, timeout=0)``) and is called only for one."""
+    if status is Status.DEAD:
+        return ResultPanel(None, "No result: the job ended dead (the journal says why).")
+    if status is not Status.COMPLETED:
+        return ResultPanel(None, "No result yet: the job has not finished.")
+    try:
+        value = read()
+    except ResultUnavailable:
+        return ResultPanel(
+            None,
+            "No result stored: the return value was over the backend's result_max_bytes "
+            "(the journal's last note says how large), or the job completed before "
+            "results were stored.",
+        )
+    except JobNotFound:
+        return ResultPanel(None, "No result stored: the job was cleaned up meanwhile.")
+    text = format_json(value)
+    if len(text) > MAX_RESULT_SHOWN:
+        omitted = len(text) - MAX_RESULT_SHOWN
+        text = f"{text[:MAX_RESULT_SHOWN]}\n[{omitted} more characters not shown]"
+    why = "The handler returned None." if value is None else ""
+    return ResultPanel(text, why)
 
 
 def totals(stats: Stats) -> dict[Status, int]:

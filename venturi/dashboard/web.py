@@ -318,7 +318,12 @@ async def job(request: Request) -> Response:
         detail = await board.read(("job", job_id), lambda: board.app.job(job_id))
     except JobNotFound:
         return board.error(request, 404, "Not found", f"No job with id {job_id!r}.")
-    return board.render(request, "job.html", {"page": "jobs", "detail": detail})
+    # Only a completed job has a result to read: one more primary-key read, shared.
+    result = await board.read(
+        ("result", job_id, detail.job.status),
+        lambda: views.result_panel(detail.job.status, lambda: board.app.result(job_id, timeout=0)),
+    )
+    return board.render(request, "job.html", {"page": "jobs", "detail": detail, "result": result})
 
 
 async def workers(request: Request) -> Response:
