@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from venturi.backend import Backend
+from venturi.beat import ROLE as BEAT_ROLE
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
 from venturi.events import Events
@@ -31,6 +32,7 @@ from venturi.types import (
     Cursor,
     JobDetail,
     JobRow,
+    Leader,
     Page,
     Stats,
     Status,
@@ -415,6 +417,15 @@ class App:
     def status(self, job_id: str) -> Status:
         """The job's status now; ``JobNotFound`` when there is no such job."""
         return status_of(self.backend, _job_id(job_id))
+
+    # -- the active beat (ADR 0131) ---------------------------------------------------
+
+    def active_beat(self) -> Leader | None:
+        """The Beat that is the active scheduler of this prefix now, or None when no
+        Beat runs (then no schedule is enqueued): its ``host:pid``, since when, and
+        its database session. Read from the leadership lock itself, so a Beat that
+        died is not shown once its session ended."""
+        return self.backend.leader(BEAT_ROLE)
 
 
 def _filter_text(name: str, value: str | None) -> str | None:

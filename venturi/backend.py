@@ -33,6 +33,7 @@ from venturi.types import (
     JobRef,
     JobRow,
     KindLimits,
+    Leader,
     LimitedClaim,
     NewJob,
     Page,
@@ -411,5 +412,14 @@ class Backend(Protocol):
 
         Their ``created_at`` is untouched, so among HIGH jobs they come first.
         Rows another claimer holds are skipped.
+        """
+        ...
+
+    def leader(self, role: str) -> Leader | None:
+        """Who holds ``role`` of this prefix now (``try_lead``'s), or None when nobody does.
+
+        Read from the held role itself, not from a record its holder writes:
+        a holder that died stops being shown when its session ends, and
+        holding a role costs no write (ADR 0131).
         """
         ...

@@ -429,3 +429,20 @@ class LimitedClaim:
 
     jobs: list[ClaimedJob]
     throttled: dict[str, timedelta]
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Who holds a leadership role of the prefix now, e.g. the active beat (ADR 0131).
+
+    ``holder`` is the ``host:pid`` of the process that took the role (None when
+    its session does not say so). ``since`` is when it took it, by the database
+    clock, to within the connection's set-up (None when the database role that
+    reads may not see other roles' session times). ``session_pid`` is the server
+    process of the session that holds it: ending that session hands the role over.
+    """
+
+    role: str
+    holder: str | None
+    since: datetime | None
+    session_pid: int

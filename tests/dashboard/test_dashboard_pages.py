@@ -305,3 +305,40 @@ def test_a_result_longer_than_the_page_bound_is_cut_with_a_mark(client, app) -> 
     full = format_json(["x" * 1000] * 100)
     assert shown.group(1).startswith("[\n  &#34;xxx")
     assert shown.group(1).endswith(f"\n[{len(full) - MAX_RESULT_SHOWN} more characters not shown]")
+
+
+def beat_panel(client: TestClient) -> str:
+    html = client.get("/schedules").text
+    panel = html[html.index('id="beat"') :]
+    return panel[: panel.index("</section>")]
+
+
+def test_schedules_page_says_when_no_beat_is_running(client) -> None:
+    beat = beat_panel(client)
+    assert "No beat is running: the schedules below are not being enqueued." in beat
+    assert "<dl" not in beat
+
+
+def test_schedules_page_shows_the_active_beat_host_pid_and_since(client, app) -> None:
+    beat = venturi.Beat(app, interval=0.2, standby_interval=0.2)
+    beat.start()
+    try:
+        wait_until(lambda: beat.is_leader)
+        leader = wait_until(app.active_beat)
+
+        def shown_beat() -> str | None:
+            panel = beat_panel(client)
+            return panel if "<dl" in panel else None  # the shared cache may hold "none" a while
+
+        shown = wait_until(shown_beat)
+        cells = dict(re.findall(r"<dt>([^<]+)</dt><dd>(.*?)</dd>", shown, re.S))
+        assert cells["host"] == socket.gethostname()
+        assert cells["pid"] == str(os.getpid())
+        assert leader.since is not None
+        assert cells["active since"].startswith(leader.since.strftime("%Y-%m-%d %H:%M:%S"))
+        assert re.search(r"\(\d+s\)", cells["active since"])
+        assert cells["database session"] == f"PostgreSQL backend pid {leader.session_pid}"
+    finally:
+        beat.stop(grace=5)
+    assert app.active_beat() is None
+    assert wait_until(lambda: "No beat is running" in beat_panel(client))

@@ -968,3 +968,18 @@ def test_priority_aging_probes_the_visible_index_per_kind_from_the_oldest_row(
     assert plan.sorts() == [], plan.text
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
     assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+# -- the active beat (ADR 0131) ------------------------------------------------------------------
+
+
+def test_the_leader_is_read_from_the_lock_table_alone(planner: Planner) -> None:
+    """One pass over the server's lock table, filtered to the role's key; no queue table."""
+    plan = planner.explain("leader", lock_name=planner.prefix.lock_name("lead:beat"))
+
+    locks = [n for n in plan.nodes if n.get("Function Name") == "pg_lock_status"]
+    assert len(locks) == 1, plan.text
+    assert "locktype = 'advisory'" in locks[0].get("Filter"), plan.text
+    assert "objid = " in locks[0].get("Filter"), plan.text
+    scanned = {n.get("Relation Name") for n in plan.nodes if "Relation Name" in n.fields}
+    assert scanned <= {"pg_database"}, plan.text

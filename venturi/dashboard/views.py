@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from venturi.errors import JobNotFound, ResultUnavailable
-from venturi.types import MinuteCounts, Stats, Status, Throughput, WorkerInfo
+from venturi.types import Leader, MinuteCounts, Stats, Status, Throughput, WorkerInfo
 
 #: The chart's span: this minute and the 59 before it.
 CHART_MINUTES = 60
@@ -64,6 +64,16 @@ class KindRow:
     def is_unserved_with_pending(self) -> bool:
         """Pending work that no task of this App can run: a typo, or a task module gone."""
         return not self.is_served and self.counts.get(Status.PENDING, 0) > 0
+
+
+@dataclass(frozen=True, slots=True)
+class BeatRow:
+    """The active beat as the schedules page shows it; ``age`` as of the page's render."""
+
+    leader: Leader
+    host: str
+    pid: str
+    age: timedelta | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,17 +159,31 @@ def worker_rows(workers: Iterable[WorkerInfo], now: datetime) -> list[WorkerRow]
     """The registry's entries with host and pid split out of the id (``host:pid[#n]``)."""
     rows = []
     for info in workers:
-        host, _, pid = info.claimed_by.rpartition(":")
+        host, pid = _host_and_pid(info.claimed_by)
         rows.append(
             WorkerRow(
                 info=info,
-                host=host or info.claimed_by,
-                pid=pid if host else "",
+                host=host,
+                pid=pid,
                 uptime=now - info.started_at,
                 heartbeat_age=now - info.heartbeat_at,
             )
         )
     return rows
+
+
+def beat_row(leader: Leader | None, now: datetime) -> BeatRow | None:
+    """The active beat with host and pid split out of its holder (``host:pid``)."""
+    if leader is None:
+        return None
+    host, pid = _host_and_pid(leader.holder) if leader.holder else ("", "")
+    age = now - leader.since if leader.since is not None else None
+    return BeatRow(leader=leader, host=host, pid=pid, age=age)
+
+
+def _host_and_pid(identity: str) -> tuple[str, str]:
+    host, _, pid = identity.rpartition(":")
+    return (host, pid) if host else (identity, "")
 
 
 def bounded_traceback(text: str) -> str:

@@ -347,7 +347,12 @@ async def schedules(request: Request) -> Response:
             {"args": list(schedule.args), "kwargs": dict(schedule.kwargs)}
         )
         rows.append((schedule, ticks, arguments))
-    return board.render(request, "schedules.html", {"page": "schedules", "schedules": rows})
+    leader = await board.read(("active_beat",), board.app.active_beat)
+    return board.render(
+        request,
+        "schedules.html",
+        {"page": "schedules", "schedules": rows, "beat": views.beat_row(leader, now)},
+    )
 
 
 async def enqueue_form(request: Request) -> Response:

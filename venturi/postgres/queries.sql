@@ -727,3 +727,28 @@ WITH aged AS (
     RETURNING 1
 )
 SELECT count(*) AS promoted FROM promoted
+
+-- name: leader :one
+-- Who holds a leadership role (try_lead's advisory lock; ADR 0131), read from
+-- the lock itself, so a holder that died is gone with its session: pg_locks
+-- shows a bigint advisory key as classid (high 32 bits), objid (low 32 bits),
+-- objsubid 1, and pg_stat_activity names the holding session. Its holder names
+-- itself in application_name when it connects. "Since" is when that session
+-- began (a leadership connection is opened for the one try that took the
+-- lock), or, for a lock held in an open transaction behind a pooler (whose
+-- server session predates it), when that transaction began. Reads two shared-
+-- memory views, no table; the dashboard runs it once per interval.
+WITH lock_key AS (
+    SELECT hashtextextended(%(lock_name)s, 0) AS k
+)
+SELECT a.application_name, a.pid AS session_pid,
+       CASE WHEN a.state LIKE 'idle in transaction%%' OR a.xact_start < a.query_start
+            THEN a.xact_start ELSE a.backend_start END AS since
+FROM lock_key
+JOIN pg_locks AS l
+  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+ AND l.classid = ((lock_key.k >> 32) & 4294967295)::oid
+ AND l.objid = (lock_key.k & 4294967295)::oid
+ AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+JOIN pg_stat_activity AS a ON a.pid = l.pid
+LIMIT 1
