@@ -12,12 +12,13 @@ from venturi.errors import (
     ResultUnavailable,
     Retry,
     VenturiError,
+    WorkflowNotFound,
 )
 from venturi.merge import Merge
 from venturi.task import Task, task
 from venturi.types import JobRef, Outcome, OutcomeKind, Priority, Status
 from venturi.worker import Worker
-from venturi.workflows import group
+from venturi.workflows import chain, chord, group
 
 __all__ = [
     "App",
@@ -39,6 +40,9 @@ __all__ = [
     "Task",
     "VenturiError",
     "Worker",
+    "WorkflowNotFound",
+    "chain",
+    "chord",
     "group",
     "task",
 ]

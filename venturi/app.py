@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 from venturi.backend import Backend
 from venturi.beat import ROLE as BEAT_ROLE
 from venturi.context import Context
-from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound
+from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound, WorkflowNotFound
 from venturi.events import Events
 from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.options import TaskOptions, validate_age_after
@@ -39,6 +39,7 @@ from venturi.types import (
     SummaryPage,
     Throughput,
     WorkerInfo,
+    Workflow,
 )
 
 logger = logging.getLogger(__name__)
@@ -417,6 +418,19 @@ class App:
     def status(self, job_id: str) -> Status:
         """The job's status now; ``JobNotFound`` when there is no such job."""
         return status_of(self.backend, _job_id(job_id))
+
+    # -- workflows (ADR 0125) -------------------------------------------------------
+
+    def workflow(self, workflow_id: str) -> Workflow:
+        """Every step of a workflow (``ref.id`` of a chain's or chord's ``delay()``), in
+        position order, each with its state and parents; ``WorkflowNotFound`` when it
+        has no step left (no such workflow, or every step cleaned up)."""
+        if not isinstance(workflow_id, str) or not is_storable_text(workflow_id):
+            raise WorkflowNotFound(workflow_id)
+        found = self.backend.get_workflow(workflow_id.upper())
+        if found is None:
+            raise WorkflowNotFound(workflow_id)
+        return found
 
     # -- the active beat (ADR 0131) ---------------------------------------------------
 

@@ -36,6 +36,7 @@ from venturi.types import (
     Leader,
     LimitedClaim,
     NewJob,
+    NewWorkflow,
     Page,
     Renewal,
     Stats,
@@ -45,6 +46,7 @@ from venturi.types import (
     Throughput,
     WorkerInfo,
     WorkerRegistration,
+    Workflow,
 )
 
 #: How long ``claim_limited`` reports a kind at its global cap as throttled: a
@@ -413,6 +415,20 @@ class Backend(Protocol):
         Their ``created_at`` is untouched, so among HIGH jobs they come first.
         Rows another claimer holds are skipped.
         """
+        ...
+
+    # -- workflows (ADR 0125) -------------------------------------------------------
+
+    def enqueue_workflow(self, workflow: NewWorkflow) -> None:
+        """Write every step (the first ones pending, the others waiting) and edge of
+        ``workflow`` in one transaction, with one wake-up: all or nothing. ``finish``
+        then hands each completed step's result on to its children in the
+        transaction that records it."""
+        ...
+
+    def get_workflow(self, workflow_id: str) -> Workflow | None:
+        """Every remaining step of the workflow, in position order; ``None`` when it
+        has none (no such workflow, or cleaned up)."""
         ...
 
     def leader(self, role: str) -> Leader | None:

@@ -47,7 +47,16 @@ import orjson
 
 from venturi import logs
 from venturi.errors import ConfigurationError, VenturiError, describe_exception
-from venturi.types import Cursor, JobDetail, JobRow, JournalEntry, Stats, Status, WorkerInfo
+from venturi.types import (
+    Cursor,
+    JobDetail,
+    JobRow,
+    JournalEntry,
+    Stats,
+    Status,
+    WorkerInfo,
+    Workflow,
+)
 
 if TYPE_CHECKING:
     from venturi.app import App
@@ -1103,6 +1112,11 @@ def build_parser() -> argparse.ArgumentParser:
     _build_metrics_command(
         command(commands, "metrics", "serve the queue gauges to Prometheus (/metrics)", None)
     )
+    flows = command(commands, "workflows", "inspect workflows (chains, chords)", None)
+    flow_actions = flows.add_subparsers(dest="action", metavar="ACTION", required=True)
+    flow_show = command(flow_actions, "show", "every step of a workflow", _cmd_workflows_show)
+    flow_show.add_argument("id", metavar="ID", help="the workflow id (ref.id of its delay())")
+    _add_json_option(flow_show)
     return parser
 
 
@@ -1382,3 +1396,57 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
         server.shutdown()
         thread.join()
     return EXIT_OK
+
+
+# ----------------------------------------------------------------- workflows
+
+
+def _cmd_workflows_show(args: argparse.Namespace) -> int:
+    """``venturi workflows show ID``: the steps in position order (ADR 0125)."""
+    with closing(_open_app(args)) as app:
+        workflow = app.workflow(args.id)
+    if args.json:
+        _write_json(_workflow_json(workflow))
+    else:
+        _write_lines(_workflow_lines(workflow))
+    return EXIT_OK
+
+
+def _workflow_lines(workflow: Workflow) -> list[str]:
+    header = ("POS", "ID", "KIND", "STATE", "PARENTS", "FINISHED", "NOTE")
+    rows = [
+        (
+            str(step.position),
+            step.id,
+            step.kind,
+            step.state.value,
+            ",".join(step.parents) or "-",
+            _format_time(step.finished_at),
+            _one_line(step.note) if step.note is not None else "-",
+        )
+        for step in workflow.steps
+    ]
+    return [
+        f"workflow {workflow.id}: {workflow.state.value}, {len(workflow.steps)} step(s)",
+        "",
+        *format_table(header, rows, right={0}),
+    ]
+
+
+def _workflow_json(workflow: Workflow) -> dict[str, Any]:
+    return {
+        "id": workflow.id,
+        "state": workflow.state.value,
+        "steps": [
+            {
+                "id": step.id,
+                "kind": step.kind,
+                "state": step.state.value,
+                "parents": list(step.parents),
+                "position": step.position,
+                "note": step.note,
+                "finished_at": _utc(step.finished_at),
+            }
+            for step in workflow.steps
+        ],
+    }

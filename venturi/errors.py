@@ -136,6 +136,14 @@ class JobNotFound(VenturiError):
         self.job_id = job_id
 
 
+class WorkflowNotFound(VenturiError):
+    """No step of that workflow exists: no such id, or every step was cleaned up."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"no workflow with id {workflow_id!r}")
+        self.workflow_id = workflow_id
+
+
 class InvalidState(VenturiError):
     def __init__(self, job_id: str, status: str, action: str, allowed: str) -> None:
         super().__init__(

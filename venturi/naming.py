@@ -48,6 +48,15 @@ DERIVED_SUFFIXES = (
     "_migrations_pkey",
     "_workers",
     "_workers_pkey",
+    "_jobs_workflow",
+    "_steps",
+    "_steps_pkey",
+    "_steps_status_check",
+    "_steps_workflow",
+    "_steps_ended",
+    "_edges",
+    "_edges_pkey",
+    "_edges_child",
 )
 MAX_PREFIX_LENGTH = _IDENTIFIER_LIMIT - max(len(s) for s in DERIVED_SUFFIXES)
 

@@ -30,6 +30,14 @@ have recorded at the limit (``retried``, or ``dead`` at the backstop, note
 job while it runs here, so ``ctx.is_cancelled()`` is False; a job cancelled
 before ``drain`` is ``dead`` and never runs.
 
+Workflows (ADR 0125): ``drain`` runs a chain or chord to its end, since each
+finish makes the next steps pending and ``drain`` claims until nothing is
+due. Under ``eager``, ``chain(...).delay()`` / ``chord(...).delay()`` run every
+step inline in the order built (a step after its parents), each given its
+parents' results through the same JSON round trip; a step whose parent ended
+``dead`` does not run and is ``dead`` in the session, note ``dependency <id>
+(<kind>) ended dead``, so its ref raises ``JobFailed`` as it would on workers.
+
 Example::
 
     from venturi.testing import drain
@@ -45,7 +53,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -54,13 +62,15 @@ from ulid import ULID
 from venturi.errors import ConfigurationError, JobFailed, JobNotFound
 from venturi.runtime.executor import aexecute, execute, refuse_inside_event_loop
 from venturi.runtime.runner import Runner, worker_id
-from venturi.serialization import decode_json
+from venturi.serialization import decode_json, encode_json
 from venturi.task import eager_session
 from venturi.types import (
     Claim,
     ClaimedJob,
     JobRef,
+    NewEdge,
     NewJob,
+    NewWorkflow,
     Outcome,
     OutcomeKind,
     Priority,
@@ -234,6 +244,7 @@ class EagerSession:
         self._worker_id = worker_id()
         self._depth = 0
         self._runs_left = max_runs
+        self._not_run: dict[str, Outcome] = {}
 
     def outcome_of(self, ref: JobRef | str) -> Outcome:
         """How the job of ``ref`` (or that id) ended: the outcome of its last run."""
@@ -247,7 +258,31 @@ class EagerSession:
         for run in reversed(self.runs):
             if run.job_id == job_id:
                 return run.outcome
-        return None
+        return self._not_run.get(job_id)
+
+    def enqueue_workflow(self, workflow: NewWorkflow) -> None:
+        """Run the steps inline in position order (parents first), each given its
+        parents' results; the dependants of a dead step end dead without running."""
+        kinds = {step.job.id: step.job.kind for step in workflow.steps}
+        parents: dict[str, list[NewEdge]] = {}
+        for edge in sorted(workflow.edges, key=lambda e: e.position):
+            parents.setdefault(edge.child_id, []).append(edge)
+        for step in workflow.steps:
+            edges = parents.get(step.job.id, [])
+            dead = next(
+                (e.parent_id for e in edges if self.status(e.parent_id) is Status.DEAD), None
+            )
+            if dead is not None:
+                note = f"dependency {dead} ({kinds[dead]}) ended dead"
+                self._not_run[step.job.id] = Outcome(OutcomeKind.DEAD, note=note)
+                continue
+            job = step.job
+            if step.input_arg is not None:
+                results = [self.result(e.parent_id) for e in edges]
+                payload = decode_json(job.payload)
+                payload[step.input_arg] = results if step.input_all else results[0]
+                job = replace(job, payload=encode_json(payload, what=f"the inputs of {job.kind}"))
+            self.enqueue([job])
 
     def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
         """Run each validated job to its end; ``connection`` is ignored: nothing is written."""
@@ -279,6 +314,9 @@ class EagerSession:
     def status(self, job_id: str) -> Status:
         kind = self._last_outcome(job_id).kind
         return Status.DEAD if kind is OutcomeKind.DEAD else Status.COMPLETED
+
+    def _is_dead(self, job_id: str) -> bool:
+        return self._last_outcome(job_id).kind is OutcomeKind.DEAD
 
     def _last_outcome(self, job_id: str) -> Outcome:
         outcome = self._find_outcome(job_id)

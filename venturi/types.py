@@ -167,6 +167,8 @@ class ClaimedJob:
     claim_expires_at: datetime
     #: The trace context headers its enqueue stored, if it was instrumented (ADR 0127).
     headers: Mapping[str, str] | None = None
+    #: The workflow it is a step of (ADR 0125), else None.
+    workflow_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,10 +219,17 @@ class Renewal:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """One claim and its outcome, as handed to ``Backend.finish`` in batches."""
+    """One claim and its outcome, as handed to ``Backend.finish`` in batches.
+
+    ``in_workflow``: the job is a workflow step (``ClaimedJob.workflow_id``), so
+    its finish hands results on (ADR 0125). A hint for the backend's choice of
+    statement, not a condition of correctness: a step finished without it is
+    still recorded with its hand-on.
+    """
 
     claim: Claim
     outcome: Outcome
+    in_workflow: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,6 +438,95 @@ class LimitedClaim:
 
     jobs: list[ClaimedJob]
     throttled: dict[str, timedelta]
+
+
+class StepState(StrEnum):
+    """A workflow step's state (ADR 0125): ``waiting`` until every parent completed
+    (not a job yet), then its job's status; ``dead`` also for a step that never ran
+    because a dependency ended dead."""
+
+    WAITING = "waiting"
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    DEAD = "dead"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (StepState.COMPLETED, StepState.DEAD)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStep:
+    """One step of a workflow, as ``App.workflow(id)`` returns it (ADR 0125).
+
+    ``id`` is the step's job id (``app.job(id)`` shows its timeline once it is a
+    job: not while ``waiting``, nor when it never ran), ``state`` its state, ``parents``
+    the steps it waits for, in the order their results reach it, and
+    ``position`` its place in the workflow as built (0 first; a parent always
+    comes before its children). ``note`` is the last journal note, e.g.
+    ``dependency <id> (<kind>) ended dead``.
+    """
+
+    id: str
+    kind: str
+    state: StepState
+    parents: tuple[str, ...]
+    position: int
+    note: str | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """Every step of one workflow (chain, chord, or a nesting of them), in ``position`` order."""
+
+    id: str
+    steps: tuple[WorkflowStep, ...]
+
+    @property
+    def state(self) -> StepState:
+        """``dead`` if any step is, ``completed`` when all are, else ``pending``."""
+        states = {s.state for s in self.steps}
+        if StepState.DEAD in states:
+            return StepState.DEAD
+        if states == {StepState.COMPLETED}:
+            return StepState.COMPLETED
+        return StepState.PENDING
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """One step of a workflow to enqueue (ADR 0125): its job (payload without the
+    parents' results), how many parents it waits for (0: pending at once), the
+    parameter that receives their results (``None``: none, an ``.si`` step or a
+    first step) and whether as a list (``input_all``: after a group), and its
+    ``position`` in the workflow."""
+
+    job: NewJob
+    waiting_for: int
+    input_arg: str | None
+    input_all: bool
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewEdge:
+    """``child_id`` waits for ``parent_id``; the parent's result is the child's input
+    number ``position``."""
+
+    parent_id: str
+    child_id: str
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewWorkflow:
+    """A whole workflow, written in one transaction by ``Backend.enqueue_workflow``."""
+
+    id: str
+    steps: tuple[NewStep, ...]
+    edges: tuple[NewEdge, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,14 @@ the same ``EnqueueError`` as ``.delay()`` and nothing written.
 ``sig.delay(*extra)`` enqueues the call now: a signature's ``extra``
 arguments go before its own (Celery's partial calls); an immutable one takes
 none. ``group(...)`` enqueues signatures side by side in one transaction and
-waits for their results in order; ``chain`` and ``chord``, which need
-follow-ups written by the fenced finish, are designed in ADR 0125 and not
-built yet.
+waits for their results in order.
+
+``chain(a, b, c)`` and ``chord(header, callback)``, and any nesting of them
+with groups, are compiled here, before any I/O, into a ``NewWorkflow``: every
+step gets its job id, its position, its parents (edges) and the parameter
+that will receive their results, and is checked whole against its handler
+(a chain step with a placeholder for the parent's result). The backend writes
+it in one transaction; from then on each finish hands results on (ADR 0125).
 """
 
 from __future__ import annotations
@@ -21,13 +26,22 @@ import asyncio
 import inspect
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ulid import ULID
 
 from venturi.errors import ArgumentsMismatch, ConfigurationError
 from venturi.serialization import encode_json
-from venturi.types import JobRef, NewJob
+from venturi.types import (
+    JobRef,
+    NewEdge,
+    NewJob,
+    NewStep,
+    NewWorkflow,
+    ResultSource,
+)
 
 if TYPE_CHECKING:
     from venturi.task import Task
@@ -86,32 +100,37 @@ class Signature:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Signatures run in parallel: ``group(resize.s(i) for i in ids).delay()``.
+    """Signatures (or chains, chords) run in parallel: ``group(resize.s(i) for i in ids)``.
 
-    Every member is checked as a whole call when the group is built, and
-    ``delay`` writes them all in one ``enqueue`` (one transaction): all or
-    nothing. Members must enqueue through one App.
+    Every member is checked as a whole call before anything is written. A group
+    of plain signatures is written by one ``enqueue`` (one transaction: all or
+    nothing) and needs no workflow; one with a chain or chord among its
+    members is a workflow (ADR 0125), and its ref waits for each member's last
+    step. Members must enqueue through one App.
     """
 
-    members: tuple[Signature, ...]
+    members: tuple[Canvas, ...]
 
     def delay(self) -> GroupRef:
         if not self.members:
             return GroupRef(())
-        enqueuers = {id(m.task._enqueuer()) for m in self.members}
-        if len(enqueuers) > 1:
-            raise ConfigurationError("the members of a group must enqueue through one App")
-        first = self.members[0].task
-        jobs = [m.new_job() for m in self.members]
-        refs = first._enqueuer().enqueue(jobs)
-        return GroupRef(tuple(first._with_source(refs)))
+        signatures = [m for m in self.members if isinstance(m, Signature)]
+        if len(signatures) < len(self.members):
+            ref = _enqueue_workflow(self)
+            return GroupRef(ref.outputs, ref.id)
+        enqueuer = _one_enqueuer(signatures)
+        jobs = [m.new_job() for m in signatures]  # each checked whole before anything is written
+        refs = enqueuer.enqueue(jobs)
+        return GroupRef(tuple(signatures[0].task._with_source(refs)))
 
 
 @dataclass(frozen=True, slots=True)
 class GroupRef:
-    """The members' refs, in the group's order."""
+    """The members' refs, in the group's order (a member chain's: its last step's);
+    ``workflow_id`` when the group was written as a workflow."""
 
     refs: tuple[JobRef, ...]
+    workflow_id: str | None = None
 
     def results(self, timeout: float | None = None) -> list[Any]:
         """Every member's result, in order, all within ``timeout`` s (None: no limit).
@@ -127,29 +146,252 @@ class GroupRef:
         return await asyncio.to_thread(self.results, timeout)
 
 
-def group(*members: Signature | Iterable[Signature]) -> Group:
-    """``group(a.s(1), b.s(2))`` or ``group(sig for ...)``; members checked as whole calls."""
-    flat: list[Signature] = []
+def group(*members: Canvas | Iterable[Canvas]) -> Group:
+    """``group(a.s(1), b.s(2))`` or ``group(sig for ...)``; a member may be a chain or
+    a chord, nested groups are flattened.
+
+    Where the group is placed decides what its members receive, so they are
+    checked whole there: by ``delay()`` as they are, by ``chain``/``chord``
+    with the parent's result first; before any I/O, either way.
+    """
+    flat: list[Canvas] = []
     for member in members:
-        if isinstance(member, Signature):
-            flat.append(member)
-        elif isinstance(member, Group):
+        if isinstance(member, Group):
             flat.extend(member.members)
+        elif isinstance(member, Signature | Chain | Chord):
+            flat.append(member)
         else:
-            flat.extend(_signature(m) for m in member)
-    for member in flat:
-        member.task.binding.bind(member.args, member.kwargs)
+            flat.extend(_member(m) for m in member)
     return Group(tuple(flat))
 
 
-def _signature(value: object) -> Signature:
+def _member(value: object) -> Canvas:
     if isinstance(value, Group):
         raise ConfigurationError("nest a group with group(g1, g2), not inside an iterable")
-    if not isinstance(value, Signature):
+    if not isinstance(value, Signature | Chain | Chord):
         raise ArgumentsMismatch(
-            f"a group takes signatures (task.s(...), task.si(...)), got {value!r}"
+            f"a group takes signatures (task.s(...), task.si(...)), chains or chords, got {value!r}"
         )
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """Steps run one after another, each given its predecessor's result first
+    (``.si`` steps are not); a group step hands the next one the list of its
+    members' results, in order. Build it with ``chain(...)``."""
+
+    steps: tuple[Canvas, ...]
+
+    def delay(self) -> WorkflowRef:
+        return _enqueue_workflow(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Chord:
+    """``header`` (a group) in parallel, then ``body`` once, given the list of the
+    header members' results in order. Build it with ``chord(...)``."""
+
+    header: Group
+    body: Canvas
+
+    def delay(self) -> WorkflowRef:
+        return _enqueue_workflow(self)
+
+
+#: What a workflow is made of.
+Canvas = Signature | Group | Chain | Chord
+
+
+def chain(*steps: Canvas) -> Chain:
+    """``chain(fetch.s(url), parse.s(), store.s())``: checked whole now, nothing written.
+
+    Raises ``ArgumentsMismatch`` / ``InvalidPayload`` for a step that could not
+    take its call (a mutable step's first positional argument is its
+    predecessor's result), ``ConfigurationError`` for an empty chain.
+    """
+    flat: list[Canvas] = []
+    for step in steps:
+        if isinstance(step, Chain):
+            flat.extend(step.steps)
+        elif isinstance(step, Signature | Group | Chord):
+            flat.append(step)
+        else:
+            raise ArgumentsMismatch(
+                f"a chain takes signatures, groups, chains or chords, got {step!r}"
+            )
+    if not flat:
+        raise ConfigurationError("a chain needs at least one step")
+    built = Chain(tuple(flat))
+    _check(built)
+    return built
+
+
+def chord(header: Group | Iterable[Canvas], body: Canvas) -> Chord:
+    """``chord([fetch.s(u) for u in urls], merge_all.s())``: ``body`` runs once, after
+    every header member completed, with their results as a list in header order.
+    Checked whole now (``ArgumentsMismatch``, ``InvalidPayload``), nothing written."""
+    members = header if isinstance(header, Group) else group(*header)
+    if not members.members:
+        raise ConfigurationError("a chord needs at least one header member")
+    if not isinstance(body, Signature | Group | Chain | Chord):
+        raise ArgumentsMismatch(f"a chord's body is a signature, got {body!r}")
+    built = Chord(members, body)
+    _check(built)
+    return built
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRef:
+    """What ``chain(...).delay()`` / ``chord(...).delay()`` return.
+
+    ``outputs`` are the steps whose results are the workflow's: a chain's last
+    step, a chord's body; several when the last step is a group
+    (``is_list``), whose ``result`` is then the list.
+    """
+
+    id: str
+    outputs: tuple[JobRef, ...]
+    is_list: bool = False
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The workflow's result, waiting up to ``timeout`` s (None: no limit); raises
+        what ``JobRef.result`` raises (``JobFailed`` naming the dead dependency)."""
+        if not self.is_list:
+            return self.outputs[0].result(timeout)
+        return GroupRef(self.outputs).results(timeout)
+
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """The outputs' results as a list (one item unless the last step is a group)."""
+        return GroupRef(self.outputs).results(timeout)
+
+    async def aresult(self, timeout: float | None = None) -> Any:
+        return await asyncio.to_thread(self.result, timeout)
+
+    async def aresults(self, timeout: float | None = None) -> list[Any]:
+        return await asyncio.to_thread(self.results, timeout)
+
+
+@runtime_checkable
+class WorkflowWriter(Protocol):
+    """Where a workflow goes: the App's backend, or an eager session (which runs it)."""
+
+    def enqueue_workflow(self, workflow: NewWorkflow) -> None: ...
+
+
+def _enqueue_workflow(canvas: Canvas) -> WorkflowRef:
+    workflow, outputs, is_list, tasks = _compile(canvas)
+    enqueuer = _one_enqueuer(tasks)
+    if not isinstance(enqueuer, WorkflowWriter):
+        raise ConfigurationError(f"{type(enqueuer).__qualname__} cannot write workflows")
+    enqueuer.enqueue_workflow(workflow)
+    refs = [JobRef(i) for i in outputs]
+    if isinstance(enqueuer, ResultSource):
+        refs = [JobRef(i, source=enqueuer) for i in outputs]
+    else:
+        refs = tasks[0].task._with_source(refs)
+    return WorkflowRef(workflow.id, tuple(refs), is_list)
+
+
+def _one_enqueuer(signatures: Sequence[Signature]) -> Any:
+    enqueuers = {id(m.task._enqueuer()) for m in signatures}
+    if len(enqueuers) > 1:
+        raise ConfigurationError("the steps of a group or workflow must enqueue through one App")
+    return signatures[0].task._enqueuer()
+
+
+class _Compiler:
+    """Places each signature of a canvas as a step: ids, positions, parents."""
+
+    def __init__(self) -> None:
+        self.steps: list[NewStep] = []
+        self.edges: list[NewEdge] = []
+        self.signatures: list[Signature] = []
+
+    def place(self, node: Canvas, parents: Sequence[str], as_list: bool) -> list[str]:
+        """Place ``node`` after ``parents`` (whose results it gets, as a list when
+        ``as_list``); returns the steps whose results are ``node``'s."""
+        if isinstance(node, Signature):
+            return [self._step(node, parents, as_list)]
+        if isinstance(node, Group):
+            return [out for m in node.members for out in self.place(m, parents, as_list)]
+        if isinstance(node, Chord):
+            return self.place(node.body, self.place(node.header, parents, as_list), True)
+        for step in node.steps:
+            parents = self.place(step, parents, as_list)
+            as_list = _is_list(step)
+        return list(parents)
+
+    def _step(self, sig: Signature, parents: Sequence[str], as_list: bool) -> str:
+        receives = bool(parents) and not sig.immutable
+        job, input_arg = _step_job(sig, receives, as_list)
+        for position, parent in enumerate(parents):
+            self.edges.append(NewEdge(parent, job.id, position))
+        self.steps.append(NewStep(job, len(parents), input_arg, as_list, len(self.steps)))
+        self.signatures.append(sig)
+        return job.id
+
+
+def _check(canvas: Canvas) -> None:
+    """Check every step of ``canvas`` now, as a whole workflow; one whose first steps
+    only fit with a parent's result first (it is meant to be nested: a chain's
+    step, a chord's body) is checked that way, and whole again where it is placed.
+    Raises the whole workflow's error when neither fits."""
+    try:
+        _compile(canvas)
+    except ArgumentsMismatch:
+        try:
+            _Compiler().place(canvas, ("",), False)
+        except ArgumentsMismatch:
+            pass
+        else:
+            return
+        raise
+
+
+def _compile(canvas: Canvas) -> tuple[NewWorkflow, list[str], bool, list[Signature]]:
+    compiler = _Compiler()
+    outputs = compiler.place(canvas, (), False)
+    workflow = NewWorkflow(str(ULID()), tuple(compiler.steps), tuple(compiler.edges))
+    return workflow, outputs, _is_list(canvas), compiler.signatures
+
+
+def _is_list(node: Canvas) -> bool:
+    """Whether ``node``'s result is a list: a group's, or a chain's ending in one."""
+    if isinstance(node, Group):
+        return True
+    if isinstance(node, Chain):
+        return _is_list(node.steps[-1])
+    return False
+
+
+class _ParentResult:
+    """Stands for the parent's result while a chain step is checked against its handler."""
+
+    def __repr__(self) -> str:
+        return "<parent result>"
+
+
+_PARENT = _ParentResult()
+
+
+def _step_job(sig: Signature, receives: bool, as_list: bool) -> tuple[NewJob, str | None]:
+    """The step's job (payload without the parents' results) and the parameter that
+    will receive them; the call is checked whole, with a placeholder for them."""
+    if not receives:
+        return replace(sig.new_job(), dedup_key=None, merge=None), None
+    task = sig.task
+    arguments = task.binding.bind((_PARENT, *sig.args), sig.kwargs)
+    name = next((k for k, v in arguments.items() if v is _PARENT), None)
+    if name is None:
+        what = "its parents' results" if as_list else "its parent's result"
+        raise ArgumentsMismatch(
+            f"{sig!r}: {what} would go into *args; give the handler a first positional "
+            "parameter for it, or use .si"
+        )
+    del arguments[name]
+    payload = task.binding.encode_payload(arguments)
+    return NewJob(str(ULID()), task.kind, payload, priority=task.options.priority), name
 
 
 def _bind_partial(task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:

@@ -970,6 +970,167 @@ def test_priority_aging_probes_the_visible_index_per_kind_from_the_oldest_row(
     assert plan.seq_scans(planner.jobs) == [], plan.text
 
 
+# -- workflows (ADR 0125) ----------------------------------------------------------------------
+
+#: Beside the two-week table: a 10,000-member chord waiting on its callback, and
+#: 2,000 three-step chains, half done; the steps and edges tables are analyzed.
+BUILD_WORKFLOWS = """
+WITH chord_steps AS (
+    INSERT INTO {{prefix}}_steps (id, workflow_id, kind, payload, priority, position, waiting_for,
+                                  input_arg, input_all, status, created_at)
+    SELECT 'CHORD-' || lpad(i::text, 6, '0'), 'WF-CHORD', 'crm.sync', '{}', 1, i,
+           CASE WHEN i = 10000 THEN 10000 ELSE 0 END, CASE WHEN i = 10000 THEN 'rows' END,
+           i = 10000, CASE WHEN i = 10000 THEN 'waiting' ELSE 'enqueued' END, now()
+    FROM generate_series(0, 10000) AS i
+    RETURNING 1
+), chain_steps AS (
+    INSERT INTO {{prefix}}_steps (id, workflow_id, kind, payload, priority, position, waiting_for,
+                                  input_arg, input_all, status, created_at, finished_at)
+    SELECT 'CHAIN-' || lpad(c::text, 5, '0') || '-' || p, 'WF-CHAIN-' || c, 'mail.send', '{}', 1,
+           p, CASE WHEN p = 0 THEN 0 ELSE 1 END, 'x', false,
+           CASE WHEN p = 0 THEN 'enqueued' WHEN c % 2 = 0 THEN 'dead' ELSE 'waiting' END,
+           now() - interval '3 days',
+           CASE WHEN p > 0 AND c % 2 = 0 THEN now() - interval '2 days' END
+    FROM generate_series(1, 2000) AS c, generate_series(0, 2) AS p
+    RETURNING 1
+), chord_edges AS (
+    INSERT INTO {{prefix}}_edges (parent_id, child_id, position)
+    SELECT 'CHORD-' || lpad(i::text, 6, '0'), 'CHORD-010000', i FROM generate_series(0, 9999) AS i
+    RETURNING 1
+)
+INSERT INTO {{prefix}}_edges (parent_id, child_id, position)
+SELECT 'CHAIN-' || lpad(c::text, 5, '0') || '-' || (p - 1),
+       'CHAIN-' || lpad(c::text, 5, '0') || '-' || p, 0
+FROM generate_series(1, 2000) AS c, generate_series(1, 2) AS p
+"""
+
+
+@pytest.fixture(scope="module")
+def flows(planner: Planner) -> Planner:
+    planner.conn.execute(planner.prefix.substitute(BUILD_WORKFLOWS))
+    planner.conn.execute(f"VACUUM ANALYZE {planner.prefix.value}_steps")
+    planner.conn.execute(f"VACUUM ANALYZE {planner.prefix.value}_edges")
+    return planner
+
+
+def _no_scan_of_a_whole_table(flows: Planner, plan: Plan) -> None:
+    for table in ("_jobs", "_steps", "_edges", "_journal"):
+        assert plan.seq_scans(flows.index(table)) == [], plan.text
+
+
+def test_the_finish_of_chord_members_probes_edges_and_steps_by_key(flows: Planner) -> None:
+    """A finish hands results on through _edges_pkey (parent first) and locks the
+    child by _steps_pkey; a ready child's inputs come through _edges_child."""
+    members = [f"CHORD-{i:06d}" for i in range(8)]
+    count = len(members)
+    plan = flows.explain(
+        "finish_jobs_in_workflows",
+        ids=members,
+        claimed_by=["host-1:4242"] * count,
+        run_counts=[1] * count,
+        outcomes=["completed"] * (count - 1) + ["dead"],
+        notes=[None] * count,
+        failures=[False] * count,
+        delays=[timedelta(0)] * count,
+        etas=[None] * count,
+        carries=[None] * count,
+        attachments=[None] * count,
+        tracebacks=[None] * count,
+        results=['{"rows": 12}'] * count,
+        result_channel="venturi_result_",
+        channel="venturi_wakeup",
+    )
+    assert flows.index("_edges_pkey") in plan.text, plan.text
+    assert plan.index_scans(flows.index("_steps_pkey")), plan.text
+    assert plan.index_scans(flows.index("_edges_child")), plan.text
+    _no_scan_of_a_whole_table(flows, plan)
+
+
+def test_a_workflow_finish_of_plain_jobs_scans_no_workflow_table(flows: Planner) -> None:
+    """Plain jobs in a workflow batch (or left alone by finish_jobs) feed empty arrays
+    into the workflow steps: never a scan."""
+    claims = flows.samples["claims"]
+    count = len(claims["ids"])
+    plan = flows.explain(
+        "finish_jobs_in_workflows",
+        **claims,
+        outcomes=["completed", "dead"] * (count // 2),
+        notes=[None] * count,
+        failures=[False] * count,
+        delays=[timedelta(0)] * count,
+        etas=[None] * count,
+        carries=[None] * count,
+        attachments=[None] * count,
+        tracebacks=[None] * count,
+        results=["1"] * count,
+        result_channel="venturi_result_",
+        channel="venturi_wakeup",
+    )
+    _no_scan_of_a_whole_table(flows, plan)
+
+
+def test_enqueueing_a_workflow_inserts_without_reading_existing_rows(flows: Planner) -> None:
+    plan = flows.explain(
+        "enqueue_workflow",
+        workflow_id="WF-NEW",
+        ids=["NEW-0", "NEW-1"],
+        kinds=["crm.sync", "crm.sync"],
+        payloads=["{}", "{}"],
+        priorities=[1, 1],
+        delays=[timedelta(0), timedelta(0)],
+        waiting_fors=[0, 1],
+        input_args=[None, "rows"],
+        input_alls=[False, False],
+        positions=[0, 1],
+        edge_parents=["NEW-0"],
+        edge_children=["NEW-1"],
+        edge_positions=[0],
+        channel="venturi_wakeup",
+    )
+    for table in ("_jobs", "_steps", "_edges"):
+        assert plan.table_reads(flows.index(table)) == [], plan.text
+
+
+@pytest.mark.parametrize("name", ["end_dependants", "resume_dependants"])
+def test_ending_and_resuming_dependants_walk_the_edges_by_key(flows: Planner, name: str) -> None:
+    params: dict[str, Any] = {"ids": ["CHAIN-00002-0", "CHAIN-00003-0"]}
+    if name == "end_dependants":
+        params["result_channel"] = "venturi_result_"
+    plan = flows.explain(name, **params)
+    assert flows.index("_edges_pkey") in plan.text, plan.text
+    assert plan.index_scans(flows.index("_steps_pkey")), plan.text
+    _no_scan_of_a_whole_table(flows, plan)
+
+
+@pytest.mark.parametrize("workflow_id", ["WF-CHORD", "WF-CHAIN-7"])
+def test_a_workflows_view_reads_its_steps_in_position_order_by_index(
+    flows: Planner, workflow_id: str
+) -> None:
+    """Jobs by primary key, parents by _edges_child; a chain's few steps from
+    _steps_workflow (the chord is most of this small table: a scan of it is fine)."""
+    plan = flows.explain("workflow_steps", workflow_id=workflow_id)
+    if workflow_id != "WF-CHORD":
+        assert plan.index_scans(flows.index("_steps_workflow")), plan.text
+    assert plan.index_scans(flows.index("_edges_child")), plan.text
+    assert plan.index_scans(flows.index("_jobs_pkey")), plan.text
+    for table in ("_jobs", "_edges", "_journal"):
+        assert plan.seq_scans(flows.index(table)) == [], plan.text
+
+
+def test_cleanup_of_dead_steps_range_scans_their_end_index(flows: Planner) -> None:
+    plan = flows.explain("cleanup_dead_steps", older_than=timedelta(days=1), batch_size=1000)
+    scans = plan.index_scans(flows.index("_steps_ended"))
+    assert scans and "finished_at <" in scans[0].get("Index Cond"), plan.text
+    _no_scan_of_a_whole_table(flows, plan)
+
+
+@pytest.mark.parametrize("name", ["read_result", "await_result"])
+def test_result_waiters_probe_the_steps_by_key_too(flows: Planner, name: str) -> None:
+    plan = flows.explain(name, id="CHORD-010000")
+    assert plan.index_scans(flows.index("_steps_pkey")), plan.text
+    _no_scan_of_a_whole_table(flows, plan)
+
+
 # -- the active beat (ADR 0131) ------------------------------------------------------------------
 
 

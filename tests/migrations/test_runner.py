@@ -33,7 +33,7 @@ def fresh_prefixes(conn: psycopg.Connection[Any]) -> Iterator[list[str]]:
 
     yield [make(), make()]
     for value in made:
-        for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
+        for table in ("edges", "steps", "claim_limits", "workers", "journal", "jobs", "migrations"):
             conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 
@@ -53,7 +53,7 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
     finally:
         app.close()
 
-    assert [m.version for m in first] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [m.version for m in first] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert second == []
     rows = history(conn, fresh_prefixes[0])
     names = [(v, n) for v, n, _ in rows]
@@ -68,6 +68,7 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
         (6, "results_and_workflows"),
         (7, "trace_context"),
         (8, "claim_limits"),
+        (9, "workflows"),
     ]
     assert [c for _, _, c in rows] == [m.checksum for m in load_migrations()]
 
@@ -80,9 +81,9 @@ def test_two_prefixes_migrate_and_track_history_independently(
     Migrator(Prefix.parse(two)).migrate(conn)
 
     assert [r[0] for r in history(conn, one)] == [1]
-    assert [r[0] for r in history(conn, two)] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [r[0] for r in history(conn, two)] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     Migrator(Prefix.parse(one)).migrate(conn)
-    assert [r[0] for r in history(conn, one)] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [r[0] for r in history(conn, one)] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
 
 def test_four_processes_migrating_at_once_apply_each_version_once(
@@ -107,8 +108,8 @@ def test_four_processes_migrating_at_once_apply_each_version_once(
     results = [p.communicate(timeout=60) for p in procs]
 
     assert [p.returncode for p in procs] == [0, 0, 0, 0], results
-    assert sorted(int(out) for out, _ in results) == [0, 0, 0, 8]
-    assert [r[0] for r in history(conn, prefix)] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert sorted(int(out) for out, _ in results) == [0, 0, 0, 9]
+    assert [r[0] for r in history(conn, prefix)] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
 
 def test_an_edited_migration_is_refused(
@@ -167,3 +168,26 @@ def test_v8_adds_the_claim_limits_table(
         [f"{prefix}_claim_limits"],
     ).fetchone() or (None,)
     assert primary_key == "PRIMARY KEY (kind)"
+
+
+def test_v9_adds_the_workflow_columns_and_the_steps_and_edges_tables(
+    conn: psycopg.Connection[Any], fresh_prefixes: list[str]
+) -> None:
+    prefix = fresh_prefixes[0]
+    Migrator(Prefix.parse(prefix)).migrate(conn)
+    added = conn.execute(
+        "SELECT column_name, is_nullable, column_default FROM information_schema.columns"
+        " WHERE table_name = %s AND column_name = ANY(%s) ORDER BY ordinal_position",
+        [f"{prefix}_jobs", ["workflow_id"]],
+    ).fetchall()
+    assert added == [("workflow_id", "YES", None)]
+    for table, key in (
+        ("steps", "PRIMARY KEY (id)"),
+        ("edges", "PRIMARY KEY (parent_id, child_id)"),
+    ):
+        (primary_key,) = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conrelid = %s::regclass AND contype = 'p'",
+            [f"{prefix}_{table}"],
+        ).fetchone() or (None,)
+        assert primary_key == key

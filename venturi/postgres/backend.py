@@ -75,17 +75,21 @@ from venturi.types import (
     MergeAction,
     MinuteCounts,
     NewJob,
+    NewWorkflow,
     OutcomeKind,
     Page,
     Priority,
     Renewal,
     Stats,
     Status,
+    StepState,
     StoredResult,
     SummaryPage,
     Throughput,
     WorkerInfo,
     WorkerRegistration,
+    Workflow,
+    WorkflowStep,
 )
 
 T = TypeVar("T")
@@ -393,27 +397,41 @@ class PostgresBackend:
         )
 
     def finish(self, results: Sequence[Finished]) -> set[str]:
+        """Plain jobs through ``finish_jobs`` (as before workflows); workflow steps, and
+        any row it left alone (a lost claim, a step not flagged ``in_workflow``),
+        through ``finish_jobs_in_workflows``, which hands their results on (ADR 0125)."""
         if not results:
             return set()
+        steps = [r for r in results if r.in_workflow]
+        plain = [r for r in results if not r.in_workflow]
+        done: set[str] = set()
+        if plain:
+            done = self._finish(self._queries.finish_jobs, plain)
+            steps += [r for r in plain if r.claim.job_id not in done]
+        if steps:
+            done |= self._finish(self._queries.finish_jobs_in_workflows, steps)
+        return done
+
+    def _finish(self, statement: Query, results: Sequence[Finished]) -> set[str]:
         outcomes = [bounded(r.outcome, self._result_max_bytes) for r in results]
-        rows = self._run_bounded(
-            lambda conn: self._queries.finish_jobs.many(
-                conn,
-                ids=[r.claim.job_id for r in results],
-                claimed_by=[r.claim.claimed_by for r in results],
-                run_counts=[r.claim.run_count for r in results],
-                outcomes=[o.kind.value for o in outcomes],
-                notes=[o.note for o in outcomes],
-                failures=[o.is_failure for o in outcomes],
-                delays=[o.delay for o in outcomes],
-                etas=[o.eta for o in outcomes],
-                carries=[o.carry for o in outcomes],
-                attachments=[o.attachment for o in outcomes],
-                tracebacks=[o.traceback for o in outcomes],
-                results=[o.result for o in outcomes],
-                result_channel=RESULT_CHANNEL,
-            )
-        )
+        params: dict[str, Any] = {
+            "ids": [r.claim.job_id for r in results],
+            "claimed_by": [r.claim.claimed_by for r in results],
+            "run_counts": [r.claim.run_count for r in results],
+            "outcomes": [o.kind.value for o in outcomes],
+            "notes": [o.note for o in outcomes],
+            "failures": [o.is_failure for o in outcomes],
+            "delays": [o.delay for o in outcomes],
+            "etas": [o.eta for o in outcomes],
+            "carries": [o.carry for o in outcomes],
+            "attachments": [o.attachment for o in outcomes],
+            "tracebacks": [o.traceback for o in outcomes],
+            "results": [o.result for o in outcomes],
+            "result_channel": RESULT_CHANNEL,
+        }
+        if statement is self._queries.finish_jobs_in_workflows:
+            params["channel"] = self._prefix.channel
+        rows = self._run_bounded(lambda conn: statement.many(conn, **params))
         return {row["job_id"] for row in rows}
 
     def renew_leases(self, claims: Sequence[Claim], lease: timedelta) -> Renewal:
@@ -450,16 +468,20 @@ class PostgresBackend:
     def recover_stale(
         self, *, max_failures: Mapping[str, int], default_max_failures: int, limit: int
     ) -> int:
-        rows = self._run_bounded(
-            lambda conn: self._queries.recover_stale.many(
-                conn,
-                kinds=list(max_failures),
-                max_failures=list(max_failures.values()),
-                default_max_failures=default_max_failures,
-                limit=limit,
-            )
-        )
-        return len(rows)
+        def recover(conn: Connection) -> int:
+            # A transaction, so the dependants of a step recovered dead end with it.
+            with conn.transaction():
+                rows = self._queries.recover_stale.many(
+                    conn,
+                    kinds=list(max_failures),
+                    max_failures=list(max_failures.values()),
+                    default_max_failures=default_max_failures,
+                    limit=limit,
+                )
+                self._end_dependants(conn, [r["job_id"] for r in rows if r["ends_step"]])
+            return len(rows)
+
+        return self._run_bounded(recover)
 
     def time_until_visible(self, kinds: Collection[str]) -> timedelta | None:
         if not kinds:
@@ -574,17 +596,29 @@ class PostgresBackend:
         return Page(jobs, next_cursor)
 
     def retry_job(self, job_id: str) -> JobRow:
-        return self._change_state(
-            job_id, "retry", "dead", lambda conn: self._queries.retry_job.one(conn, id=job_id)
-        )
+        def retry(conn: Connection) -> dict[str, Any] | None:
+            row = self._queries.retry_job.one(conn, id=job_id)
+            if row is not None and row["workflow_id"] is not None:
+                self._queries.resume_dependants.many(conn, ids=[job_id])
+            return row
+
+        return self._change_state(job_id, "retry", "dead", retry)
 
     def cancel_job(self, job_id: str, note: str = "cancelled") -> JobRow:
         def cancel(conn: Connection) -> dict[str, Any] | None:
             # Under lock_job's row lock: the status read there is the one that counts.
             pending = self._queries.cancel_job.one(conn, id=job_id, note=note)
+            if pending is not None and pending["workflow_id"] is not None:
+                self._end_dependants(conn, [job_id])
             return pending or self._queries.request_cancel.one(conn, id=job_id)
 
         return self._change_state(job_id, "cancel", "pending or claimed", cancel)
+
+    def _end_dependants(self, conn: Connection, step_ids: list[str]) -> None:
+        """End dead the waiting descendants of ``step_ids`` (ended dead in ``conn``'s
+        transaction); nothing to do, and no statement, without any."""
+        if step_ids:
+            self._queries.end_dependants.many(conn, ids=step_ids, result_channel=RESULT_CHANNEL)
 
     def _change_state(
         self,
@@ -607,11 +641,20 @@ class PostgresBackend:
             query, params = self._queries.cleanup_finished, {}
         else:
             query, params = self._queries.cleanup_finished_with_status, {"status": status.value}
+        total = self._delete_in_batches(
+            query, older_than=older_than, batch_size=batch_size, **params
+        )
+        if status in (None, Status.DEAD):
+            # Workflow steps that never ran: not jobs, so not counted (ADR 0125).
+            self._delete_in_batches(
+                self._queries.cleanup_dead_steps, older_than=older_than, batch_size=batch_size
+            )
+        return total
+
+    def _delete_in_batches(self, query: Query, *, batch_size: int, **params: Any) -> int:
         total = 0
         while True:
-            row = self._run(
-                lambda conn: query.one(conn, older_than=older_than, batch_size=batch_size, **params)
-            )
+            row = self._run(lambda conn: query.one(conn, batch_size=batch_size, **params))
             deleted = int(row["deleted"]) if row is not None else 0
             total += deleted
             if deleted < batch_size:
@@ -704,12 +747,17 @@ class PostgresBackend:
     def cancel_matching(
         self, *, kind: str | None, note: str | None, batch_size: int, cancel_note: str = "cancelled"
     ) -> int:
-        row = self._run(
-            lambda conn: self._queries.cancel_matching.one(
-                conn, kind=kind, note=note, batch_size=batch_size, cancel_note=cancel_note
-            )
-        )
-        return int(row["changed"]) if row is not None else 0
+        def cancel(conn: Connection) -> int:
+            with conn.transaction():
+                row = self._queries.cancel_matching.one(
+                    conn, kind=kind, note=note, batch_size=batch_size, cancel_note=cancel_note
+                )
+                if row is None:
+                    return 0
+                self._end_dependants(conn, list(row["steps"]))
+                return int(row["changed"])
+
+        return self._run(cancel)
 
     # -- async enqueue (ADR 0122) ----------------------------------------------------
 
@@ -956,6 +1004,50 @@ class PostgresBackend:
                 conn, kinds=list(spent), next_start_at=list(spent.values())
             )
 
+    # -- workflows (ADR 0125) -------------------------------------------------------
+
+    def enqueue_workflow(self, workflow: NewWorkflow) -> None:
+        steps = workflow.steps
+        self._run(
+            lambda conn: self._queries.enqueue_workflow.exec(
+                conn,
+                workflow_id=workflow.id,
+                ids=[s.job.id for s in steps],
+                kinds=[s.job.kind for s in steps],
+                payloads=[s.job.payload for s in steps],
+                priorities=[int(s.job.priority) for s in steps],
+                delays=[s.job.delay for s in steps],
+                waiting_fors=[s.waiting_for for s in steps],
+                input_args=[s.input_arg for s in steps],
+                input_alls=[s.input_all for s in steps],
+                positions=[s.position for s in steps],
+                edge_parents=[e.parent_id for e in workflow.edges],
+                edge_children=[e.child_id for e in workflow.edges],
+                edge_positions=[e.position for e in workflow.edges],
+                channel=self._prefix.channel,
+            )
+        )
+
+    def get_workflow(self, workflow_id: str) -> Workflow | None:
+        rows = self._run(
+            lambda conn: self._queries.workflow_steps.many(conn, workflow_id=workflow_id)
+        )
+        if not rows:
+            return None
+        steps = tuple(
+            WorkflowStep(
+                id=r["id"],
+                kind=r["kind"],
+                state=StepState(r["status"]),
+                parents=tuple(r["parents"]),
+                position=int(r["position"]),
+                note=r["note"],
+                finished_at=r["finished_at"],
+            )
+            for r in rows
+        )
+        return Workflow(workflow_id, steps)
+
 
 def _claimed_jobs(rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:
     rows.sort(key=lambda r: (r["priority"], r["created_at"], r["id"]))
@@ -970,6 +1062,7 @@ def _claimed_jobs(rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob
             created_at=r["created_at"],
             claim_expires_at=r["claim_expires_at"],
             headers=r["headers"],
+            workflow_id=r["workflow_id"],
         )
         for r in rows
     ]

@@ -128,7 +128,7 @@ SET status = 'claimed',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
-          j.created_at, j.claim_expires_at, j.headers
+          j.created_at, j.claim_expires_at, j.headers, j.workflow_id
 
 -- name: finish_jobs :many :replan
 -- Many outcomes in one statement: each row change is fenced on its claim
@@ -150,7 +150,70 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- for (result_awaited) that ends sends one NOTIFY on its own channel, at commit;
 -- the flag is read from the row being updated anyway, so a drain nobody waits
 -- on sends nothing and costs nothing more.
+-- A row in a workflow (V9) is left alone here (it matches nothing, as a lost
+-- claim does): finish_jobs_in_workflows records it with its hand-on, so the
+-- finish of plain jobs stays this statement, planned and run as before.
 WITH input AS (
+    SELECT *
+    FROM unnest(
+        %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
+        %(notes)s::text[], %(failures)s::bool[], %(delays)s::interval[], %(etas)s::timestamptz[],
+        %(carries)s::text[], %(attachments)s::text[], %(tracebacks)s::text[],
+        %(results)s::text[]
+    ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment,
+           traceback, result)
+), finished AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome
+                      WHEN j.cancel_requested_at IS NOT NULL THEN 'dead'
+                      ELSE 'pending' END,
+        finished_at = CASE WHEN i.outcome IN ('completed', 'dead')
+                             OR j.cancel_requested_at IS NOT NULL THEN now() END,
+        visible_at = CASE WHEN i.outcome IN ('completed', 'dead')
+                            OR j.cancel_requested_at IS NOT NULL THEN j.visible_at
+                          ELSE coalesce(i.eta, now() + i.delay) END,
+        failure_count = j.failure_count + i.is_failure::int,
+        carry = coalesce(i.carry::jsonb, j.carry),
+        result = CASE WHEN i.outcome = 'completed' THEN i.result::jsonb END,
+        claimed_by = NULL,
+        claim_expires_at = NULL
+    FROM input AS i
+    WHERE j.id = ANY(%(ids)s::text[]) AND j.id = i.id
+      AND j.status || '' = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
+      AND j.workflow_id IS NULL
+    RETURNING j.id, j.kind, j.run_count,
+              j.cancel_requested_at IS NOT NULL
+                  AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled,
+              j.result_awaited AND j.finished_at IS NOT NULL AS wakes_waiter
+), journaled AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment,
+                                    traceback)
+    SELECT f.id, f.kind, f.run_count, now(),
+           CASE WHEN f.is_cancelled THEN 'dead' ELSE i.outcome END,
+           CASE WHEN f.is_cancelled
+                THEN 'cancelled (the run ended ' || i.outcome || coalesce(': ' || i.note, '') || ')'
+                ELSE i.note END,
+           i.attachment::jsonb, i.traceback
+    FROM finished AS f JOIN input AS i ON i.id = f.id
+)
+SELECT f.id AS job_id,
+       CASE WHEN f.wakes_waiter THEN pg_notify(%(result_channel)s || f.id, '') END AS woken
+FROM finished AS f
+
+-- name: finish_jobs_in_workflows :many :replan
+-- finish_jobs for a batch with rows in workflows (the backend picks it from the
+-- claims; a row finish_jobs left alone comes here too), same fence, journal,
+-- results and wake-ups, :replan for the same reason.
+-- Workflows (V9, ADR 0125): a finished row with a workflow_id hands on to its
+-- children in this same statement, so a crash leaves either the parent claimed
+-- and its children waiting, or both recorded. A completed parent writes its
+-- result on its edges and counts each child (a _steps row) down; a child
+-- reaching 0 is inserted into _jobs, pending, with its inputs (the parents'
+-- results, from the edges), and its step marked enqueued; a parent ending dead ends its waiting descendants dead. The
+-- children are locked in id order first, so two finishes never deadlock, and the
+-- lock returns their newest count. Plain jobs (workflow_id NULL) feed nothing into these steps: each is an
+-- index probe with an empty array, and the wake-up initplan is not evaluated.
+WITH RECURSIVE input AS (
     SELECT *
     FROM unnest(
         %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
@@ -180,7 +243,8 @@ WITH input AS (
     RETURNING j.id, j.kind, j.run_count,
               j.cancel_requested_at IS NOT NULL
                   AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled,
-              j.result_awaited AND j.finished_at IS NOT NULL AS wakes_waiter
+              j.result_awaited AND j.finished_at IS NOT NULL AS wakes_waiter,
+              j.workflow_id, j.status AS ended
 ), journaled AS (
     INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note, attachment,
                                     traceback)
@@ -191,9 +255,96 @@ WITH input AS (
                 ELSE i.note END,
            i.attachment::jsonb, i.traceback
     FROM finished AS f JOIN input AS i ON i.id = f.id
+), completed_steps AS (
+    SELECT f.id, coalesce(i.result::jsonb, 'null'::jsonb) AS result
+    FROM finished AS f JOIN input AS i ON i.id = f.id
+    WHERE f.workflow_id IS NOT NULL AND f.ended = 'completed'
+), dead_steps AS (
+    SELECT f.id, f.kind FROM finished AS f WHERE f.workflow_id IS NOT NULL AND f.ended = 'dead'
+), handed AS (
+    UPDATE {{prefix}}_edges AS e
+    SET result = c.result
+    FROM completed_steps AS c
+    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps)) AND e.parent_id = c.id
+), counted AS (
+    SELECT e.child_id, count(*)::int AS parents
+    FROM {{prefix}}_edges AS e
+    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps))
+    GROUP BY e.child_id
+), doomed(id, cause_id, cause_kind) AS (
+    SELECT e.child_id, d.id, d.kind
+    FROM {{prefix}}_edges AS e JOIN dead_steps AS d ON d.id = e.parent_id
+    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM dead_steps))
+    UNION
+    SELECT e.child_id, x.cause_id, x.cause_kind
+    FROM doomed AS x JOIN {{prefix}}_edges AS e ON e.parent_id = x.id
+), locked AS (
+    SELECT c.*
+    FROM {{prefix}}_steps AS c
+    WHERE c.id = ANY(ARRAY(SELECT child_id FROM counted UNION SELECT id FROM doomed))
+      AND c.status <> 'enqueued'
+    ORDER BY c.id
+    FOR UPDATE
+), step_plan AS (
+    SELECT l.*, d.cause_id, d.cause_kind,
+           l.waiting_for - coalesce(n.parents, 0) AS left_to_wait,
+           CASE WHEN l.status <> 'waiting' THEN NULL
+                WHEN d.cause_id IS NOT NULL THEN 'dead'
+                WHEN l.waiting_for - coalesce(n.parents, 0) = 0 THEN 'ready' END AS becomes
+    FROM locked AS l
+    LEFT JOIN counted AS n ON n.child_id = l.id
+    LEFT JOIN (SELECT DISTINCT ON (id) * FROM doomed ORDER BY id, cause_id) AS d ON d.id = l.id
+), step_inputs AS (
+    -- Every parent of a ready child has committed (each counted the child down
+    -- under its lock, which this statement now holds); FOR SHARE reads the edge
+    -- versions committed after this statement's snapshot too. This statement's
+    -- own parents are taken from completed_steps.
+    SELECT e.child_id, e.position, e.result
+    FROM {{prefix}}_edges AS e
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM step_plan WHERE becomes = 'ready'))
+      AND e.parent_id <> ALL(ARRAY(SELECT id FROM completed_steps))
+    FOR SHARE
+), all_inputs AS (
+    SELECT child_id, position, result FROM step_inputs
+    UNION ALL
+    SELECT e.child_id, e.position, c.result
+    FROM {{prefix}}_edges AS e JOIN completed_steps AS c ON c.id = e.parent_id
+    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps))
+      AND e.child_id = ANY(ARRAY(SELECT id FROM step_plan WHERE becomes = 'ready'))
+), released AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
+                                 workflow_id, result_awaited)
+    SELECT p.id, p.kind,
+           CASE WHEN p.input_arg IS NULL THEN p.payload
+                ELSE p.payload || jsonb_build_object(p.input_arg, (
+                    SELECT CASE WHEN p.input_all THEN jsonb_agg(x.result ORDER BY x.position)
+                                ELSE min(x.result::text)::jsonb END
+                    FROM all_inputs AS x WHERE x.child_id = p.id)) END,
+           p.priority, 'pending', clock_timestamp(), now(), p.workflow_id, p.result_awaited
+    FROM step_plan AS p
+    WHERE p.becomes = 'ready'
+    RETURNING 1
+), counted_down AS (
+    UPDATE {{prefix}}_steps AS c
+    SET waiting_for = p.left_to_wait,
+        status = CASE p.becomes WHEN 'ready' THEN 'enqueued' WHEN 'dead' THEN 'dead'
+                                ELSE c.status END,
+        note = CASE WHEN p.becomes = 'dead'
+                    THEN 'dependency ' || p.cause_id || ' (' || p.cause_kind || ') ended dead'
+                    ELSE c.note END,
+        finished_at = CASE WHEN p.becomes = 'dead' THEN now() ELSE c.finished_at END
+    FROM step_plan AS p
+    WHERE c.id = p.id
+    RETURNING c.id, c.result_awaited, p.becomes
 )
 SELECT f.id AS job_id,
-       CASE WHEN f.wakes_waiter THEN pg_notify(%(result_channel)s || f.id, '') END AS woken
+       CASE WHEN f.wakes_waiter THEN pg_notify(%(result_channel)s || f.id, '') END AS woken,
+       (SELECT count(pg_notify(w.channel, '')) FROM (
+            SELECT DISTINCT %(channel)s::text AS channel FROM released
+            UNION ALL
+            SELECT %(result_channel)s || id FROM counted_down
+            WHERE becomes = 'dead' AND result_awaited
+        ) AS w) AS stepped
 FROM finished AS f
 
 -- name: renew_leases :many :replan
@@ -260,16 +411,21 @@ WITH limits AS (
         claim_expires_at = NULL
     FROM expired AS e
     WHERE j.id = e.id
-    RETURNING j.id, j.kind, j.run_count, e.is_backstop, e.is_cancelled, e.previous_owner
+    RETURNING j.id, j.kind, j.run_count, e.is_backstop, e.is_cancelled, e.previous_owner,
+              j.workflow_id
+), entry AS (
+    INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, now(),
+           CASE WHEN is_backstop OR is_cancelled THEN 'dead' ELSE 'stale-recovered' END,
+           CASE WHEN is_cancelled THEN 'cancelled (lease of ' || previous_owner || ' expired)'
+                WHEN is_backstop THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
+                ELSE 'lease of ' || previous_owner || ' expired' END
+    FROM recovered
 )
-INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
-SELECT id, kind, run_count, now(),
-       CASE WHEN is_backstop OR is_cancelled THEN 'dead' ELSE 'stale-recovered' END,
-       CASE WHEN is_cancelled THEN 'cancelled (lease of ' || previous_owner || ' expired)'
-            WHEN is_backstop THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
-            ELSE 'lease of ' || previous_owner || ' expired' END
+-- ends_step: a workflow step ended dead, whose dependants end_dependants ends
+-- in the same transaction (ADR 0125).
+SELECT id AS job_id, workflow_id IS NOT NULL AND (is_backstop OR is_cancelled) AS ends_step
 FROM recovered
-RETURNING job_id
 
 -- name: time_until_visible :one
 -- Soonest pending visible_at per kind from _jobs_visible (one index probe per
@@ -342,7 +498,8 @@ LIMIT %(limit)s
 
 -- name: retry_job :one
 -- Operator retry of a dead job: pending, visible now, a fresh failure budget,
--- and no cancellation request left over from a cancelled run (ADR 0121).
+-- and no cancellation request left over from a cancelled run (ADR 0121). For a
+-- workflow step, resume_dependants then revives the steps it had ended (ADR 0125).
 WITH retried AS (
     UPDATE {{prefix}}_jobs
     SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0,
@@ -356,6 +513,7 @@ WITH retried AS (
 SELECT * FROM retried
 
 -- name: cancel_job :one
+-- For a workflow step, end_dependants then ends its dependants (ADR 0125).
 WITH cancelled AS (
     UPDATE {{prefix}}_jobs
     SET status = 'dead', finished_at = now()
@@ -378,7 +536,15 @@ WITH doomed AS (
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
+    RETURNING j.id, j.workflow_id
+), unlinked AS (
+    -- A workflow step's row and edges to its parents go with its job (ADR 0125).
+    DELETE FROM {{prefix}}_edges AS e
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
+), unstepped AS (
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
 )
 SELECT count(*) AS deleted FROM deleted
 
@@ -394,7 +560,15 @@ WITH doomed AS (
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
+    RETURNING j.id, j.workflow_id
+), unlinked AS (
+    -- A workflow step's row and edges to its parents go with its job (ADR 0125).
+    DELETE FROM {{prefix}}_edges AS e
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
+), unstepped AS (
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
 )
 SELECT count(*) AS deleted FROM deleted
 
@@ -498,12 +672,16 @@ WITH picked AS (
     SET status = 'dead', finished_at = now()
     FROM picked
     WHERE j.id = picked.id AND j.status = 'pending'
-    RETURNING j.id, j.kind, j.run_count
+    RETURNING j.id, j.kind, j.run_count, j.workflow_id
 ), entry AS (
     INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, now(), 'dead', %(cancel_note)s FROM cancelled
 )
-SELECT count(*) AS changed FROM cancelled
+-- steps: the cancelled workflow steps, whose dependants end_dependants ends (ADR 0125).
+SELECT count(*) AS changed,
+       coalesce(array_agg(id) FILTER (WHERE workflow_id IS NOT NULL), ARRAY[]::text[])
+           AS steps
+FROM cancelled
 
 -- name: check_schema :many
 -- A service's start check (ADR 0118): names every table the runtime reads, and the
@@ -513,7 +691,9 @@ SELECT count(*) AS changed FROM cancelled
 -- adds storage the runtime reads adds it here. Later tables go in the select list,
 -- which is resolved after FROM, so the oldest missing migration is the one named.
 SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers,
-       (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at
+       (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at,
+       j.workflow_id, (SELECT d.result FROM {{prefix}}_edges AS d LIMIT 1) AS edge_result,
+       (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
@@ -616,17 +796,29 @@ SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
 
 -- name: read_result :one
 -- What a result waiter reads (ADR 0124): one primary-key probe, and one probe of
--- _journal_job (job_id, id) backwards for the last note.
+-- _journal_job (job_id, id) backwards for the last note. A workflow step not yet a
+-- job is read from _steps (ADR 0125): waiting reads as pending (not ended yet);
+-- in one statement's snapshot a step not enqueued has no job row.
 SELECT j.status, j.result::text AS result,
        (SELECT e.note FROM {{prefix}}_journal AS e
         WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS note
 FROM {{prefix}}_jobs AS j
 WHERE j.id = %(id)s
+UNION ALL
+SELECT CASE s.status WHEN 'waiting' THEN 'pending' ELSE s.status END, NULL, s.note
+FROM {{prefix}}_steps AS s
+WHERE s.id = %(id)s AND s.status <> 'enqueued'
 
 -- name: await_result :exec
 -- A waiter's mark (ADR 0124): finish_jobs wakes it when the row ends. Only rows
 -- not yet terminal; an already-marked row is not written again. No indexed column
--- changes, so the update can be HOT and the claim index is untouched.
+-- changes, so the update can be HOT and the claim index is untouched. A waiting
+-- workflow step is marked in _steps, and the job it becomes keeps the mark (ADR 0125).
+WITH step AS (
+    UPDATE {{prefix}}_steps
+    SET result_awaited = true
+    WHERE id = %(id)s AND status = 'waiting' AND NOT result_awaited
+)
 UPDATE {{prefix}}_jobs
 SET result_awaited = true
 WHERE id = %(id)s AND status IN ('pending', 'claimed') AND NOT result_awaited
@@ -727,6 +919,141 @@ WITH aged AS (
     RETURNING 1
 )
 SELECT count(*) AS promoted FROM promoted
+
+-- name: enqueue_workflow :exec
+-- A whole workflow in one statement (ADR 0125): a _steps row per step, its first
+-- steps pending jobs too, the others waiting with their count of parents, every
+-- (parent, child) edge, with one wake-up at commit. Ids and positions are made
+-- when the workflow is built, so a step is written once or not at all.
+WITH input AS (
+    SELECT i.*, clock_timestamp() AS enqueued_at
+    FROM unnest(
+        %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
+        %(delays)s::interval[], %(waiting_fors)s::int[], %(input_args)s::text[],
+        %(input_alls)s::bool[], %(positions)s::int[]
+    ) AS i(id, kind, payload, priority, delay, waiting_for, input_arg, input_all, position)
+), inserted AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
+                                 workflow_id)
+    SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at, enqueued_at + delay,
+           %(workflow_id)s
+    FROM input
+    WHERE waiting_for = 0
+    RETURNING 1
+), steps AS (
+    INSERT INTO {{prefix}}_steps (id, workflow_id, kind, payload, priority, position,
+                                  waiting_for, input_arg, input_all, status, created_at)
+    SELECT id, %(workflow_id)s, kind, payload::jsonb, priority, position, waiting_for,
+           input_arg, input_all, CASE WHEN waiting_for = 0 THEN 'enqueued' ELSE 'waiting' END,
+           enqueued_at
+    FROM input
+), linked AS (
+    INSERT INTO {{prefix}}_edges (parent_id, child_id, position)
+    SELECT * FROM unnest(%(edge_parents)s::text[], %(edge_children)s::text[],
+                         %(edge_positions)s::int[])
+)
+SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+
+-- name: end_dependants :many
+-- The waiting descendants of workflow steps that ended dead outside a finish
+-- (recovery at the backstop, cancel), ended dead in the caller's transaction with
+-- the note naming the step (ADR 0125; finish_jobs does the same inline). Locked in
+-- id order, as finish_jobs locks children, so the two never deadlock.
+WITH RECURSIVE doomed(id, cause_id, cause_kind) AS (
+    SELECT e.child_id, m.id, m.kind
+    FROM {{prefix}}_edges AS e JOIN {{prefix}}_jobs AS m ON m.id = e.parent_id
+    WHERE e.parent_id = ANY(%(ids)s::text[]) AND m.id = ANY(%(ids)s::text[])
+      AND m.status = 'dead'
+    UNION
+    SELECT e.child_id, x.cause_id, x.cause_kind
+    FROM doomed AS x JOIN {{prefix}}_edges AS e ON e.parent_id = x.id
+), locked AS (
+    SELECT c.id
+    FROM {{prefix}}_steps AS c
+    WHERE c.id = ANY(ARRAY(SELECT id FROM doomed)) AND c.status = 'waiting'
+    ORDER BY c.id
+    FOR UPDATE
+), ended AS (
+    UPDATE {{prefix}}_steps AS c
+    SET status = 'dead', finished_at = now(),
+        note = 'dependency ' || d.cause_id || ' (' || d.cause_kind || ') ended dead'
+    FROM locked AS l, (SELECT DISTINCT ON (id) * FROM doomed ORDER BY id, cause_id) AS d
+    WHERE c.id = l.id AND d.id = l.id
+    RETURNING c.id, c.result_awaited
+)
+SELECT id AS step_id,
+       CASE WHEN result_awaited THEN pg_notify(%(result_channel)s || id, '') END AS woken
+FROM ended
+
+-- name: resume_dependants :many
+-- app.retry of a workflow step (ADR 0125): the steps ended dead because of it
+-- wait again, with the counts they kept, so each becomes a job when its parents
+-- complete. A step below another dead job stays dead, as that job does.
+WITH RECURSIVE revived(id) AS (
+    SELECT e.child_id
+    FROM {{prefix}}_edges AS e JOIN {{prefix}}_steps AS c ON c.id = e.child_id
+    WHERE e.parent_id = ANY(%(ids)s::text[]) AND c.status = 'dead'
+    UNION
+    SELECT e.child_id
+    FROM revived AS r
+    JOIN {{prefix}}_edges AS e ON e.parent_id = r.id
+    JOIN {{prefix}}_steps AS c ON c.id = e.child_id
+    WHERE c.status = 'dead'
+), locked AS (
+    SELECT c.id
+    FROM {{prefix}}_steps AS c
+    WHERE c.id = ANY(ARRAY(SELECT id FROM revived)) AND c.status = 'dead'
+    ORDER BY c.id
+    FOR UPDATE
+)
+UPDATE {{prefix}}_steps AS c
+SET status = 'waiting', finished_at = NULL, note = 'waiting again: a dependency was retried'
+FROM locked AS l
+WHERE c.id = l.id
+RETURNING c.id AS step_id
+
+-- name: workflow_steps :many
+-- app.workflow(id) (ADR 0125): the steps from _steps_workflow in position order;
+-- an enqueued one's state and note are its job's (one primary-key probe each,
+-- LATERAL so a large chord is never a hash join over the whole jobs table, and
+-- _journal_job), and its parents come in input order from _edges_child.
+SELECT s.id, s.kind, s.position,
+       coalesce(j.status, s.status) AS status,
+       CASE WHEN j.status IS NOT NULL THEN j.finished_at ELSE s.finished_at END AS finished_at,
+       CASE WHEN j.status IS NOT NULL
+            THEN (SELECT n.note FROM {{prefix}}_journal AS n
+                  WHERE n.job_id = s.id ORDER BY n.id DESC LIMIT 1)
+            ELSE s.note END AS note,
+       ARRAY(SELECT e.parent_id FROM {{prefix}}_edges AS e
+             WHERE e.child_id = s.id ORDER BY e.position) AS parents
+FROM {{prefix}}_steps AS s
+LEFT JOIN LATERAL (
+    SELECT j.status, j.finished_at FROM {{prefix}}_jobs AS j
+    WHERE j.id = s.id AND s.status = 'enqueued'
+    OFFSET 0
+) AS j ON true
+WHERE s.workflow_id = %(workflow_id)s
+ORDER BY s.position
+
+-- name: cleanup_dead_steps :one
+-- Cleanup of workflow steps that never ran because a dependency ended dead
+-- (ADR 0125), by their end time from _steps_ended, in bounded batches; their
+-- edges go with them.
+WITH doomed AS (
+    SELECT id
+    FROM {{prefix}}_steps
+    WHERE status = 'dead' AND finished_at < now() - %(older_than)s
+    ORDER BY finished_at
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM doomed))
+    RETURNING s.id
+), unlinked AS (
+    DELETE FROM {{prefix}}_edges AS e WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted))
+)
+SELECT count(*) AS deleted FROM deleted
 
 -- name: leader :one
 -- Who holds a leadership role (try_lead's advisory lock; ADR 0131), read from

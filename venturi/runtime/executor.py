@@ -112,7 +112,7 @@ class Execution:
 
     @property
     def finished(self) -> Finished:
-        return Finished(self.job.claim, self.outcome)
+        return Finished(self.job.claim, self.outcome, self.job.workflow_id is not None)
 
 
 def execute(
