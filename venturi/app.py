@@ -40,6 +40,7 @@ from venturi.types import (
     Throughput,
     WorkerInfo,
     Workflow,
+    WorkflowSummary,
 )
 
 logger = logging.getLogger(__name__)
@@ -440,6 +441,25 @@ class App:
         its database session. Read from the leadership lock itself, so a Beat that
         died is not shown once its session ended."""
         return self.backend.leader(BEAT_ROLE)
+
+    # -- recent workflows (ADR 0131) ----------------------------------------------------
+
+    def workflows(self, *, limit: int = 50, before: str | None = None) -> list[WorkflowSummary]:
+        """The newest workflows first, each with its steps counted by state; pass the
+        last one's ``id`` as ``before`` for the next page."""
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
+        if before is not None:
+            before = _filter_text("before", before)
+        return self.backend.list_workflows(limit=limit, before=before)
+
+    def workflow_of(self, job_id: str) -> Workflow | None:
+        """The workflow job ``job_id`` (or a step not yet a job) is a step of; None for a
+        plain job or an unknown id."""
+        workflow_id = self.backend.workflow_id_of(_job_id(job_id))
+        if workflow_id is None:
+            return None
+        return self.backend.get_workflow(workflow_id)
 
 
 def _filter_text(name: str, value: str | None) -> str | None:

@@ -544,3 +544,33 @@ class Leader:
     holder: str | None
     since: datetime | None
     session_pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSummary:
+    """A workflow as a list of recent workflows shows it (ADR 0131): its steps counted
+    by state, when it was enqueued, and when its last step so far ended."""
+
+    id: str
+    counts: Mapping[StepState, int]
+    created_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def steps(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def is_finished(self) -> bool:
+        """Every step completed or dead: nothing will change any more."""
+        return all(n == 0 for state, n in self.counts.items() if not state.is_terminal)
+
+    @property
+    def state(self) -> StepState:
+        """As ``Workflow.state``: ``dead`` if any step is, ``completed`` when all are,
+        else ``pending``."""
+        if self.counts.get(StepState.DEAD, 0):
+            return StepState.DEAD
+        if self.counts.get(StepState.COMPLETED, 0) == self.steps:
+            return StepState.COMPLETED
+        return StepState.PENDING

@@ -90,6 +90,7 @@ from venturi.types import (
     WorkerRegistration,
     Workflow,
     WorkflowStep,
+    WorkflowSummary,
 )
 
 T = TypeVar("T")
@@ -1047,6 +1048,24 @@ class PostgresBackend:
             for r in rows
         )
         return Workflow(workflow_id, steps)
+
+    def list_workflows(self, *, limit: int, before: str | None) -> list[WorkflowSummary]:
+        rows = self._run(
+            lambda conn: self._queries.list_workflows.many(conn, limit=limit, before=before)
+        )
+        return [
+            WorkflowSummary(
+                id=r["id"],
+                counts={state: int(r[state.value]) for state in StepState},
+                created_at=r["created_at"],
+                finished_at=r["finished_at"],
+            )
+            for r in rows
+        ]
+
+    def workflow_id_of(self, job_id: str) -> str | None:
+        row = self._run(lambda conn: self._queries.workflow_id_of.one(conn, id=job_id))
+        return None if row is None else str(row["workflow_id"])
 
 
 def _claimed_jobs(rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:
