@@ -145,7 +145,7 @@ def test_pages_without_tasks_or_jobs_still_render(database_url: str, prefix: str
     db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs")
     empty = venturi.App(database_url, prefix=prefix, set_as_current=False)
     with TestClient(create_app(empty, read_only=True), base_url="http://127.0.0.1") as c:
-        for path in ("/", "/jobs", "/workers", "/schedules", "/enqueue"):
+        for path in ("/", "/jobs", "/workers", "/schedules", "/workflows", "/enqueue"):
             assert c.get(path).status_code == 200, path
     empty.close()
 

@@ -270,6 +270,8 @@ def test_security_headers_are_on_every_response(client, signed_in, rows) -> None
         client.get("/jobs/01NOSUCHJOB000000000000000"),
         client.get("/schedules"),
         client.get("/workers"),
+        client.get("/workflows"),
+        client.get("/workflows/01NOSUCHWORKFLOW0000000000"),
         client.get("/static/dashboard.css"),
         client.get("/static/live.js"),
         post(client, f"/jobs/{rows['dead']}/retry", {"csrf": "wrong"}),
@@ -293,6 +295,7 @@ def test_pages_have_no_inline_script_or_style(client, signed_in, rows) -> None:
         f"/jobs/{rows['claimed']}",
         "/workers",
         "/schedules",
+        "/workflows",
         "/enqueue",
         "/login",
     ):

@@ -14,7 +14,17 @@ from typing import Any
 import orjson
 
 from venturi.errors import JobNotFound, ResultUnavailable
-from venturi.types import Leader, MinuteCounts, Stats, Status, Throughput, WorkerInfo
+from venturi.types import (
+    Leader,
+    MinuteCounts,
+    Stats,
+    Status,
+    StepState,
+    Throughput,
+    WorkerInfo,
+    Workflow,
+    WorkflowStep,
+)
 
 #: The chart's span: this minute and the 59 before it.
 CHART_MINUTES = 60
@@ -24,6 +34,11 @@ MAX_TRACEBACK_SHOWN = 20_000
 #: Characters of one result's pretty JSON a page shows at most: a stored result may be
 #: up to ``result_max_bytes`` (1 MiB by default, ADR 0124), more than a page should carry.
 MAX_RESULT_SHOWN = 50_000
+#: Steps the workflow page lists at most, and the job page's workflow panel; the
+#: parents one step lists (a chord's callback waits for every member).
+MAX_STEPS_SHOWN = 500
+MAX_STEPS_IN_PANEL = 20
+MAX_PARENTS_SHOWN = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +101,14 @@ class ResultPanel:
 
     text: str | None
     why: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """A workflow step with its parents resolved to steps (for their positions)."""
+
+    step: WorkflowStep
+    parents: tuple[WorkflowStep, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +207,35 @@ def beat_row(leader: Leader | None, now: datetime) -> BeatRow | None:
 def _host_and_pid(identity: str) -> tuple[str, str]:
     host, _, pid = identity.rpartition(":")
     return (host, pid) if host else (identity, "")
+
+
+def step_rows(workflow: Workflow) -> list[StepRow]:
+    """The steps in position order, each with the steps it waits for; a parent no
+    longer in the workflow (cleaned up) is left out."""
+    by_id = {step.id: step for step in workflow.steps}
+    return [
+        StepRow(step, tuple(by_id[p] for p in step.parents if p in by_id))
+        for step in workflow.steps
+    ]
+
+
+def bounded_steps(
+    rows: list[StepRow], limit: int, current: str | None = None
+) -> tuple[list[StepRow], int]:
+    """At most ``limit`` rows in position order, the ``current`` step's among them (a
+    chord may have 10,000 members); returns them and how many were left out."""
+    shown = rows[:limit]
+    if current is not None and all(row.step.id != current for row in shown):
+        shown = shown[: limit - 1] + [row for row in rows if row.step.id == current]
+    return shown, len(rows) - len(shown)
+
+
+def state_counts(workflow: Workflow) -> dict[StepState, int]:
+    """How many steps are in each state, every state listed."""
+    counts = dict.fromkeys(StepState, 0)
+    for step in workflow.steps:
+        counts[step.state] += 1
+    return counts
 
 
 def bounded_traceback(text: str) -> str:
