@@ -13,6 +13,7 @@ import pytest
 from dashboard_support import TOKEN, dead_job, seed, traceback_text
 from support import wait_until
 
+from venturi import chain, chord
 from venturi.beat import Beat
 from venturi.dashboard import create_app
 from venturi.testing import drain
@@ -227,3 +228,42 @@ def test_the_schedules_page_shows_a_beat_that_starts_without_a_reload(page, url,
         screenshot(page, "schedules.png")
     finally:
         beat.stop(grace=5)
+
+
+def test_a_click_opens_a_workflow_whose_steps_finish_without_a_reload(
+    page, url, app, tasks
+) -> None:
+    @app.task(kind="reports.part")
+    def part(region: str) -> int:
+        return len(region)
+
+    @app.task(kind="reports.merge")
+    def merge(counts: list[int]) -> int:
+        return sum(counts)
+
+    done = chain(part.s("north"), part.si("south")).delay()
+    drain(app, ["reports.part"])
+    regions = ("eu-west", "eu-north", "us-east", "ap-south")
+    ref = chord([part.s(region) for region in regions], merge.s()).delay()
+    page.goto(f"{url}/workflows")
+    rows = page.locator("table.workflows tbody tr")
+    assert rows.count() == 2
+    assert done.id in rows.nth(1).inner_text()
+    assert "completed" in rows.nth(1).inner_text()
+    screenshot(page, "workflows.png")
+    page.click(f"a[href='/workflows/{ref.id}']")
+    page.wait_for_selector("table.steps")
+    assert page.locator("h1").inner_text() == ref.id
+    assert page.locator("table.steps tbody tr").count() == 5
+    assert page.locator("table.steps .status.s-waiting").count() == 1
+    page.evaluate("window.loadedOnce = 'yes'")
+    drain(app, ["reports.part", "reports.merge"])
+    page.wait_for_selector("table.steps .status.s-completed >> nth=4", timeout=15000)
+    assert page.evaluate("window.loadedOnce") == "yes"  # the same document: no reload
+    screenshot(page, "workflow.png")
+    callback = app.workflow(ref.id).steps[-1].id
+    page.click(f"table.steps a[href='/jobs/{callback}'] >> nth=0")
+    page.wait_for_selector("#workflow-panel tr.current")
+    assert "#0, #1, #2, #3" in page.locator("#workflow-panel tr.current").inner_text()
+    assert page.locator("#result pre.json").inner_text() == str(sum(map(len, regions)))
+    screenshot(page, "job-workflow.png")
