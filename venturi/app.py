@@ -456,7 +456,9 @@ class App:
     def workflow_of(self, job_id: str) -> Workflow | None:
         """The workflow job ``job_id`` (or a step not yet a job) is a step of; None for a
         plain job or an unknown id."""
-        workflow_id = self.backend.workflow_id_of(_job_id(job_id))
+        if not isinstance(job_id, str) or not is_storable_text(job_id):
+            return None
+        workflow_id = self.backend.workflow_id_of(job_id.upper())
         if workflow_id is None:
             return None
         return self.backend.get_workflow(workflow_id)

@@ -174,3 +174,9 @@ def test_hostile_kinds_and_notes_in_a_workflow_render_as_text(
         assert "<script>alert" not in html
     for html in pages[1:]:
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_ids_no_job_or_workflow_can_have_are_not_found(client: TestClient) -> None:
+    for path in ("/jobs/bad%00id", "/workflows/bad%00id", "/jobs/" + "x" * 300):
+        assert client.get(path).status_code == 404, path
+    assert client.get("/workflows", params={"before": "bad\x00id"}).status_code == 400

@@ -48,7 +48,7 @@ from venturi.errors import (
     VenturiError,
     WorkflowNotFound,
 )
-from venturi.types import Cursor, Priority, Status, StepState, Workflow
+from venturi.types import Cursor, Priority, Status, Workflow
 
 logger = logging.getLogger(__name__)
 
@@ -385,7 +385,6 @@ async def workflows(request: Request) -> Response:
         {
             "page": "workflows",
             "workflows": found,
-            "states": list(StepState),
             "is_first_page": before is None,
             "next_query": urlencode({"before": found[-1].id})
             if len(found) == WORKFLOW_PAGE_SIZE
