@@ -2,11 +2,12 @@
 what workflows cost a drain of plain jobs.
 
 ```
-python bench/workflow_bench.py [--members 10000] [--jobs 20000] [--rounds 3] [--base-commit REV]
+python bench/workflow_bench.py [--members 10000] [--workers 1] [--jobs 20000] [--rounds 3]
+                               [--base-commit REV]
 ```
 
-- **Chord vs. plain drain.** On fresh prefixes of this checkout, one c=8 worker
-  (this file run with ``--worker``, serving ``bench.noop`` and the callback
+- **Chord vs. plain drain.** On fresh prefixes of this checkout, ``--workers``
+  c=8 worker processes (this file run with ``--worker``, serving ``bench.noop`` and the callback
   ``bench.flow_total``) drains either ``--members`` no-op jobs, or a chord of
   ``--members`` no-op members and one callback that sums their results. Timed
   by the database: the plain drain over the span of its ``completed`` journal
@@ -98,22 +99,29 @@ def flow_prefix(url: str, pythonpath: str | None = None) -> Iterator[tuple[str, 
 
 
 @contextmanager
-def worker(
-    url: str, prefix: str, log_dir: Path, pythonpath: str | None = None
-) -> Iterator[subprocess.Popen[bytes]]:
-    """A c=8 worker process running the code on ``pythonpath`` (None: this checkout)."""
+def workers(
+    url: str, prefix: str, log_dir: Path, count: int, pythonpath: str | None = None
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` c=8 worker processes running the code on ``pythonpath`` (None: this checkout)."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    with (log_dir / f"worker-{prefix}.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, __file__, "--worker", "--database-url", url, "--prefix", prefix],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=_env(pythonpath),
-        )
-        try:
-            yield process
-        finally:
+    argv = [sys.executable, __file__, "--worker", "--database-url", url, "--prefix", prefix]
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        for n in range(count):
+            with (log_dir / f"worker-{prefix}-{n}.log").open("wb") as log:
+                processes.append(
+                    subprocess.Popen(
+                        argv,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=_env(pythonpath),
+                    )
+                )
+        yield processes
+    finally:
+        for process in processes:
             process.terminate()
+        for process in processes:
             process.wait(60)
 
 
@@ -124,7 +132,9 @@ def _span(url: str, sql: str) -> float:
     return float(row[0])
 
 
-def _wait(url: str, prefix: str, process: subprocess.Popen[bytes], kind: str, done: int) -> None:
+def _wait(
+    url: str, prefix: str, processes: list[subprocess.Popen[bytes]], kind: str, done: int
+) -> None:
     deadline = time.monotonic() + DRAIN_TIMEOUT
     with closing(connect(url)) as conn:
         while True:
@@ -134,21 +144,21 @@ def _wait(url: str, prefix: str, process: subprocess.Popen[bytes], kind: str, do
             ).fetchone()
             if row is not None and row[0] >= done:
                 return
-            if process.poll() is not None or time.monotonic() > deadline:
+            if any(p.poll() is not None for p in processes) or time.monotonic() > deadline:
                 raise RuntimeError(f"the worker of {prefix} stopped or took too long")
             time.sleep(0.25)
 
 
 def plain_drain(
-    url: str, jobs: int, log_dir: Path, pythonpath: str | None = None
+    url: str, jobs: int, log_dir: Path, pythonpath: str | None = None, count: int = 1
 ) -> dict[str, Any]:
-    """``jobs`` no-op jobs drained by one c=8 worker of the code on ``pythonpath``."""
+    """``jobs`` no-op jobs drained by ``count`` c=8 workers of the code on ``pythonpath``."""
     with flow_prefix(url, pythonpath) as (prefix, member, _):
         member.delay_many([noop_payload(n) for n in range(jobs)], batch_size=5_000)
         with closing(connect(url)) as conn:
             conn.execute(f"ANALYZE {prefix}_jobs")
-        with worker(url, prefix, log_dir, pythonpath) as process:
-            _wait(url, prefix, process, NOOP_KIND, jobs)
+        with workers(url, prefix, log_dir, count, pythonpath) as processes:
+            _wait(url, prefix, processes, NOOP_KIND, jobs)
         span = _span(
             url,
             f"SELECT extract(epoch FROM max(recorded_at) - min(recorded_at))"
@@ -157,7 +167,8 @@ def plain_drain(
     return {"jobs": jobs, "span_s": round(span, 3), "jobs_per_s": round(jobs / span)}
 
 
-def chord_drain(url: str, members: int, log_dir: Path) -> dict[str, Any]:
+def chord_drain(url: str, members: int, log_dir: Path, count: int = 1) -> dict[str, Any]:
+    """A chord of ``members`` no-op members and a summing callback, by ``count`` workers."""
     from venturi import chord  # not at the top: a base version's worker imports this file
 
     with flow_prefix(url) as (prefix, member, callback):
@@ -167,8 +178,8 @@ def chord_drain(url: str, members: int, log_dir: Path) -> dict[str, Any]:
         with closing(connect(url)) as conn:
             for table in ("jobs", "steps", "edges"):
                 conn.execute(f"ANALYZE {prefix}_{table}")
-        with worker(url, prefix, log_dir) as process:
-            _wait(url, prefix, process, TOTAL_KIND, 1)
+        with workers(url, prefix, log_dir, count) as processes:
+            _wait(url, prefix, processes, TOTAL_KIND, 1)
         assert ref.result(timeout=10) == sum(range(members))
         span = _span(
             url,
@@ -193,19 +204,21 @@ def workflow_figures(
     url: str,
     *,
     members: int = 10_000,
+    chord_workers: int = 1,
     jobs: int = 20_000,
     rounds: int = 3,
     base_commit: str = BASE_COMMIT,
     log_dir: Path = BENCH_DIR / "results" / "logs",
 ) -> dict[str, Any]:
-    """The chord beside the plain drain, and the plain c=8 drain before and after."""
+    """The chord beside the plain drain (both by ``chord_workers`` c=8 workers), and the
+    plain drain of one c=8 worker before and after."""
     samples: dict[str, list[dict[str, Any]]] = {"plain": [], "chord": [], "before": [], "after": []}
     with tempfile.TemporaryDirectory(prefix="venturi-base-") as base:
         base_path = export(base_commit, Path(base))
         for round_no in range(rounds):
             pairs: list[tuple[str, Any]] = [
-                ("plain", lambda: plain_drain(url, members, log_dir)),
-                ("chord", lambda: chord_drain(url, members, log_dir)),
+                ("plain", lambda: plain_drain(url, members, log_dir, count=chord_workers)),
+                ("chord", lambda: chord_drain(url, members, log_dir, chord_workers)),
                 ("before", lambda: plain_drain(url, jobs, log_dir, base_path)),
                 ("after", lambda: plain_drain(url, jobs, log_dir)),
             ]
@@ -221,6 +234,7 @@ def workflow_figures(
     return {
         "chord_vs_plain": {
             "members": members,
+            "workers": chord_workers,
             "plain_span_s": plain,
             "chord_span_s": chord_span,
             "ratio": round(chord_span / plain, 3),
@@ -261,6 +275,7 @@ def main() -> None:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--migrate", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--members", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=1, help="c=8 workers on the chord")
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base-commit", default=BASE_COMMIT)
@@ -275,7 +290,12 @@ def main() -> None:
         _run_worker(url, args.prefix)
         return
     report = workflow_figures(
-        url, members=args.members, jobs=args.jobs, rounds=args.rounds, base_commit=args.base_commit
+        url,
+        members=args.members,
+        chord_workers=args.workers,
+        jobs=args.jobs,
+        rounds=args.rounds,
+        base_commit=args.base_commit,
     )
     out = BENCH_DIR / "results" / f"workflows-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -44,7 +44,7 @@ from venturi.types import (
 )
 
 if TYPE_CHECKING:
-    from venturi.task import Task
+    from venturi.task import Enqueuer, Task
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +293,7 @@ def _enqueue_workflow(canvas: Canvas) -> WorkflowRef:
     return WorkflowRef(workflow.id, tuple(refs), is_list)
 
 
-def _one_enqueuer(signatures: Sequence[Signature]) -> Any:
+def _one_enqueuer(signatures: Sequence[Signature]) -> Enqueuer:
     enqueuers = {id(m.task._enqueuer()) for m in signatures}
     if len(enqueuers) > 1:
         raise ConfigurationError("the steps of a group or workflow must enqueue through one App")

@@ -194,3 +194,27 @@ def test_cleanup_takes_finished_steps_with_their_jobs(
 
     assert backend.cleanup(older_than=timedelta(0), status=None, batch_size=10) == 2
     assert backend.get_workflow(flow.id) is None
+
+
+def test_a_bulk_retry_of_dead_steps_resumes_their_dependants(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    flow = chord(2)
+    backend.enqueue_workflow(flow)
+    claims = {j.claim.job_id: j.claim for j in claim_all()}
+    head, other, callback = flow.steps
+    backend.finish(
+        [
+            Finished(claims[head.job.id], Outcome(OutcomeKind.DEAD, note="gone")),
+            completed(claims[other.job.id], "2"),
+        ]
+    )
+
+    assert backend.retry_matching(kind=KIND, note="gone", batch_size=10) == 1
+
+    view = backend.get_workflow(flow.id)
+    assert view is not None and view.steps[2].state is StepState.WAITING
+    [again] = claim_all()
+    backend.finish([completed(again.claim, "1")])
+    [job] = claim_all()
+    assert job.claim.job_id == callback.job.id and job.payload["values"] == [1, 2]

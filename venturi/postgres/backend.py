@@ -738,12 +738,18 @@ class PostgresBackend:
         return int(row["jobs"]) if row is not None else 0
 
     def retry_matching(self, *, kind: str | None, note: str | None, batch_size: int) -> int:
-        row = self._run(
-            lambda conn: self._queries.retry_matching.one(
-                conn, kind=kind, note=note, batch_size=batch_size
-            )
-        )
-        return int(row["changed"]) if row is not None else 0
+        def retry(conn: Connection) -> int:
+            with conn.transaction():
+                row = self._queries.retry_matching.one(
+                    conn, kind=kind, note=note, batch_size=batch_size
+                )
+                if row is None:
+                    return 0
+                if row["steps"]:
+                    self._queries.resume_dependants.many(conn, ids=list(row["steps"]))
+                return int(row["changed"])
+
+        return self._run(retry)
 
     def cancel_matching(
         self, *, kind: str | None, note: str | None, batch_size: int, cancel_note: str = "cancelled"

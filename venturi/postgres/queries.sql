@@ -209,9 +209,10 @@ FROM finished AS f
 -- and its children waiting, or both recorded. A completed parent writes its
 -- result on its edges and counts each child (a _steps row) down; a child
 -- reaching 0 is inserted into _jobs, pending, with its inputs (the parents'
--- results, from the edges), and its step marked enqueued; a parent ending dead ends its waiting descendants dead. The
--- children are locked in id order first, so two finishes never deadlock, and the
--- lock returns their newest count. Plain jobs (workflow_id NULL) feed nothing into these steps: each is an
+-- results, from the edges), and its step marked enqueued; a parent ending dead
+-- ends its waiting descendants dead. The children are locked in id order first,
+-- so two finishes never deadlock, and the lock returns their newest count. Plain
+-- rows of the batch (workflow_id NULL) feed nothing into these steps: each is an
 -- index probe with an empty array, and the wake-up initplan is not evaluated.
 WITH RECURSIVE input AS (
     SELECT *
@@ -418,7 +419,8 @@ WITH limits AS (
     SELECT id, kind, run_count, now(),
            CASE WHEN is_backstop OR is_cancelled THEN 'dead' ELSE 'stale-recovered' END,
            CASE WHEN is_cancelled THEN 'cancelled (lease of ' || previous_owner || ' expired)'
-                WHEN is_backstop THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
+                WHEN is_backstop
+                THEN 'lease of ' || previous_owner || ' expired; max_failures reached'
                 ELSE 'lease of ' || previous_owner || ' expired' END
     FROM recovered
 )
@@ -647,12 +649,17 @@ WITH picked AS (
     SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0
     FROM picked
     WHERE j.id = picked.id AND j.status = 'dead'
-    RETURNING j.id, j.kind, j.run_count
+    RETURNING j.id, j.kind, j.run_count, j.workflow_id
 ), entry AS (
     INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, now(), 'retried', 'retried by operator' FROM retried
 )
-SELECT count(*) AS changed FROM retried
+-- steps: the retried workflow steps, whose dependants resume_dependants revives
+-- in the same transaction (ADR 0125).
+SELECT count(*) AS changed,
+       coalesce(array_agg(id) FILTER (WHERE workflow_id IS NOT NULL), ARRAY[]::text[])
+           AS steps
+FROM retried
 
 -- name: cancel_matching :one
 -- Bulk cancel (as cancel_job) of pending rows matching the filter, one batch; a
