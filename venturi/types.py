@@ -562,7 +562,7 @@ class WorkflowSummary:
 
     @property
     def is_finished(self) -> bool:
-        """Every step completed or dead: nothing will change any more."""
+        """Every step completed or dead (until an operator retries a dead one)."""
         return all(n == 0 for state, n in self.counts.items() if not state.is_terminal)
 
     @property

@@ -180,3 +180,25 @@ def test_ids_no_job_or_workflow_can_have_are_not_found(client: TestClient) -> No
     for path in ("/jobs/bad%00id", "/workflows/bad%00id", "/jobs/" + "x" * 300):
         assert client.get(path).status_code == 404, path
     assert client.get("/workflows", params={"before": "bad\x00id"}).status_code == 400
+
+
+def test_a_large_chord_is_listed_bounded_with_the_jobs_own_step_kept(
+    client: TestClient, app, flow_tasks
+) -> None:
+    from venturi.dashboard.views import MAX_PARENTS_SHOWN, MAX_STEPS_IN_PANEL
+
+    add, total = flow_tasks["add"], flow_tasks["total"]
+    members = MAX_STEPS_IN_PANEL + 5
+    ref = chord([add.s(i, 1) for i in range(members)], total.s()).delay()
+    drain(app, ["wf.add", "wf.total"])
+    callback = app.workflow(ref.id).steps[-1]
+
+    panel = client.get(f"/jobs/{callback.id}").text
+    panel = panel[panel.index('id="workflow-panel"') :]
+    rows = rows_of(panel, "steps")
+    assert len(rows) == MAX_STEPS_IN_PANEL
+    assert [r[0] for r in rows[-2:]] == [str(MAX_STEPS_IN_PANEL - 2), str(members)]
+    assert f"{members + 1 - MAX_STEPS_IN_PANEL} more step(s) not listed" in panel
+    parents = ", ".join(f"#{i}" for i in range(MAX_PARENTS_SHOWN))
+    assert rows[-1][4] == f"{parents} and {members - MAX_PARENTS_SHOWN} more"
+    assert len(rows_of(client.get(f"/workflows/{ref.id}").text, "steps")) == members + 1
