@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from venturi.backend import Backend
+from venturi.beat import ROLE as BEAT_ROLE
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound, WorkflowNotFound
 from venturi.events import Events
@@ -31,6 +32,7 @@ from venturi.types import (
     Cursor,
     JobDetail,
     JobRow,
+    Leader,
     Page,
     Stats,
     Status,
@@ -38,6 +40,7 @@ from venturi.types import (
     Throughput,
     WorkerInfo,
     Workflow,
+    WorkflowSummary,
 )
 
 logger = logging.getLogger(__name__)
@@ -429,6 +432,36 @@ class App:
         if found is None:
             raise WorkflowNotFound(workflow_id)
         return found
+
+    # -- the active beat (ADR 0131) ---------------------------------------------------
+
+    def active_beat(self) -> Leader | None:
+        """The Beat that is the active scheduler of this prefix now, or None when no
+        Beat runs (then no schedule is enqueued): its ``host:pid``, since when, and
+        its database session. Read from the leadership lock itself, so a Beat that
+        died is not shown once its session ended."""
+        return self.backend.leader(BEAT_ROLE)
+
+    # -- recent workflows (ADR 0131) ----------------------------------------------------
+
+    def workflows(self, *, limit: int = 50, before: str | None = None) -> list[WorkflowSummary]:
+        """The newest workflows first, each with its steps counted by state; pass the
+        last one's ``id`` as ``before`` for the next page."""
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
+        if before is not None:
+            before = _filter_text("before", before)
+        return self.backend.list_workflows(limit=limit, before=before)
+
+    def workflow_of(self, job_id: str) -> Workflow | None:
+        """The workflow job ``job_id`` (or a step not yet a job) is a step of; None for a
+        plain job or an unknown id."""
+        if not isinstance(job_id, str) or not is_storable_text(job_id):
+            return None
+        workflow_id = self.backend.workflow_id_of(job_id.upper())
+        if workflow_id is None:
+            return None
+        return self.backend.get_workflow(workflow_id)
 
 
 def _filter_text(name: str, value: str | None) -> str | None:

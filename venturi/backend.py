@@ -33,6 +33,7 @@ from venturi.types import (
     JobRef,
     JobRow,
     KindLimits,
+    Leader,
     LimitedClaim,
     NewJob,
     NewWorkflow,
@@ -46,6 +47,7 @@ from venturi.types import (
     WorkerInfo,
     WorkerRegistration,
     Workflow,
+    WorkflowSummary,
 )
 
 #: How long ``claim_limited`` reports a kind at its global cap as throttled: a
@@ -428,4 +430,23 @@ class Backend(Protocol):
     def get_workflow(self, workflow_id: str) -> Workflow | None:
         """Every remaining step of the workflow, in position order; ``None`` when it
         has none (no such workflow, or cleaned up)."""
+        ...
+
+    def leader(self, role: str) -> Leader | None:
+        """Who holds ``role`` of this prefix now (``try_lead``'s), or None when nobody does.
+
+        Read from the held role itself, not from a record its holder writes:
+        a holder that died stops being shown when its session ends, and
+        holding a role costs no write (ADR 0131).
+        """
+        ...
+
+    def list_workflows(self, *, limit: int, before: str | None) -> list[WorkflowSummary]:
+        """Up to ``limit`` workflows, newest first, each with its steps counted by state;
+        only those created before the workflow ``before`` (its id) when given."""
+        ...
+
+    def workflow_id_of(self, job_id: str) -> str | None:
+        """The workflow the job (or waiting step) ``job_id`` is a step of; None for a
+        plain job or an unknown id."""
         ...

@@ -527,3 +527,50 @@ class NewWorkflow:
     id: str
     steps: tuple[NewStep, ...]
     edges: tuple[NewEdge, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Who holds a leadership role of the prefix now, e.g. the active beat (ADR 0131).
+
+    ``holder`` is the ``host:pid`` of the process that took the role (None when
+    its session does not say so). ``since`` is when it took it, by the database
+    clock, to within the connection's set-up (None when the database role that
+    reads may not see other roles' session times). ``session_pid`` is the server
+    process of the session that holds it: ending that session hands the role over.
+    """
+
+    role: str
+    holder: str | None
+    since: datetime | None
+    session_pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSummary:
+    """A workflow as a list of recent workflows shows it (ADR 0131): its steps counted
+    by state, when it was enqueued, and when its last step so far ended."""
+
+    id: str
+    counts: Mapping[StepState, int]
+    created_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def steps(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def is_finished(self) -> bool:
+        """Every step completed or dead (until an operator retries a dead one)."""
+        return all(n == 0 for state, n in self.counts.items() if not state.is_terminal)
+
+    @property
+    def state(self) -> StepState:
+        """As ``Workflow.state``: ``dead`` if any step is, ``completed`` when all are,
+        else ``pending``."""
+        if self.counts.get(StepState.DEAD, 0):
+            return StepState.DEAD
+        if self.counts.get(StepState.COMPLETED, 0) == self.steps:
+            return StepState.COMPLETED
+        return StepState.PENDING

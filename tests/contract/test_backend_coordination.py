@@ -1,9 +1,13 @@
-"""What workers and beats wait and agree on: time_until_visible, now, listen and try_lead
-(ADR 20, 0102, 0108; the contract in venturi/backend.py)."""
+"""What workers and beats wait and agree on: time_until_visible, now, listen, try_lead and
+leader (ADR 20, 0102, 0108, 0131; the contract in venturi/backend.py)."""
 
 from __future__ import annotations
 
+import os
+import socket
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from backends import KIND, BackendCase, ClaimAll, new_job
@@ -150,3 +154,81 @@ def test_roles_are_independent_of_each_other(backend: Backend) -> None:
     assert one is not None and two is not None
     one.release()
     two.release()
+
+
+# -- leader -----------------------------------------------------------------------------
+
+
+def test_leader_is_none_while_nobody_holds_the_role(backend: Backend) -> None:
+    assert backend.leader(ROLE) is None
+    held = backend.try_lead(ROLE)
+    assert held is not None
+    held.release()
+    assert backend.leader(ROLE) is None
+
+
+def test_leader_names_the_holding_process_and_since_when(backend: Backend) -> None:
+    before = backend.now()
+    held = backend.try_lead(ROLE)
+    assert held is not None
+    try:
+        found = backend.leader(ROLE)
+        after = backend.now()
+        assert found is not None
+        assert found.role == ROLE
+        assert found.holder == f"{socket.gethostname()}:{os.getpid()}"
+        assert found.since is not None
+        assert before - timedelta(seconds=1) <= found.since <= after
+        assert held.is_held()  # a ping on the holding session changes nothing shown
+        assert backend.leader(ROLE) == found
+        assert backend.leader("another-role") is None
+    finally:
+        held.release()
+
+
+def test_leader_follows_the_role_to_its_next_holder(
+    backend: Backend, build_backend: Callable[[], Backend]
+) -> None:
+    first = backend.try_lead(ROLE)
+    assert first is not None
+    shown = backend.leader(ROLE)
+    first.release()
+    other = build_backend()
+    second = other.try_lead(ROLE)
+    assert second is not None
+    try:
+        now_shown = backend.leader(ROLE)
+        assert shown is not None and now_shown is not None
+        assert now_shown.session_pid != shown.session_pid
+        assert now_shown.since is not None and shown.since is not None
+        assert now_shown.since >= shown.since
+    finally:
+        second.release()
+
+
+def test_a_holder_whose_session_ended_is_no_longer_the_leader(backend: Backend, db: Any) -> None:
+    held = backend.try_lead(ROLE)
+    assert held is not None
+    try:
+        found = backend.leader(ROLE)
+        assert found is not None
+        # With a timeout, the call returns once the session is gone (its locks with it).
+        db.execute("SELECT pg_terminate_backend(%s, 10000)", (found.session_pid,))
+        assert backend.leader(ROLE) is None
+        assert held.is_held() is False
+    finally:
+        held.release()
+
+
+def test_leaders_of_other_prefixes_are_not_shown(
+    backend: Backend, backend_case: BackendCase, database_url: str
+) -> None:
+    other = backend_case.build(database_url, "venturi_contract_other")
+    held = other.try_lead(ROLE)
+    assert held is not None
+    try:
+        assert backend.leader(ROLE) is None
+        assert other.leader(ROLE) is not None
+    finally:
+        held.release()
+        other.close()

@@ -4,6 +4,7 @@ real uvicorn server. Screenshots of every page go to the artifact directory."""
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,10 @@ import pytest
 from dashboard_support import TOKEN, dead_job, seed, traceback_text
 from support import wait_until
 
+from venturi import chain, chord
+from venturi.beat import Beat
 from venturi.dashboard import create_app
+from venturi.testing import drain
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -174,7 +178,6 @@ def test_a_job_enqueued_after_the_page_loaded_appears_without_a_reload(page, url
 def test_schedules_enqueue_and_a_refused_enqueue(page, url, db, problems) -> None:
     page.goto(f"{url}/schedules")
     page.wait_for_selector("text=0 3 * * *")
-    screenshot(page, "schedules.png")
     sign_in(page, url)
     page.goto(f"{url}/enqueue")
     page.select_option("#enqueue-kind", "mail.send")
@@ -194,3 +197,73 @@ def test_schedules_enqueue_and_a_refused_enqueue(page, url, db, problems) -> Non
     page.wait_for_selector("text=Enqueued.")
     (row,) = db.jobs()
     assert page.locator("h1").inner_text() == row["id"]
+
+
+def test_the_job_page_shows_the_stored_result(page, url, app, tasks) -> None:
+    @app.task(kind="reports.totals")
+    def totals(month: str) -> dict[str, object]:
+        return {"month": month, "rows": 3, "sum": 12.5, "note": "<script>alert(1)</script>"}
+
+    ref = totals.delay("2026-11")
+    drain(app, ["reports.totals"])
+    page.goto(f"{url}/jobs/{ref.id}")
+    shown = page.locator("#result pre.json")
+    assert '"month": "2026-11"' in shown.inner_text()
+    assert '"note": "<script>alert(1)</script>"' in shown.inner_text()  # text, never markup
+    assert page.locator("#result script").count() == 0
+    screenshot(page, "job-result.png")
+
+
+def test_the_schedules_page_shows_a_beat_that_starts_without_a_reload(page, url, app) -> None:
+    page.goto(f"{url}/schedules")
+    page.wait_for_selector("#beat .warning:has-text('No beat is running')")
+    page.evaluate("window.loadedOnce = 'yes'")
+    beat = Beat(app, interval=0.2, standby_interval=0.2)
+    beat.start()
+    try:
+        page.wait_for_selector("#beat dt:has-text('active since')", timeout=15000)
+        assert page.evaluate("window.loadedOnce") == "yes"  # the same document: no reload
+        assert page.locator("#beat dd").first.inner_text() == socket.gethostname()
+        page.wait_for_selector("#live-status.ok")
+        screenshot(page, "schedules.png")
+    finally:
+        beat.stop(grace=5)
+
+
+def test_a_click_opens_a_workflow_whose_steps_finish_without_a_reload(
+    page, url, app, tasks
+) -> None:
+    @app.task(kind="reports.part")
+    def part(region: str) -> int:
+        return len(region)
+
+    @app.task(kind="reports.merge")
+    def merge(counts: list[int]) -> int:
+        return sum(counts)
+
+    done = chain(part.s("north"), part.si("south")).delay()
+    drain(app, ["reports.part"])
+    regions = ("eu-west", "eu-north", "us-east", "ap-south")
+    ref = chord([part.s(region) for region in regions], merge.s()).delay()
+    page.goto(f"{url}/workflows")
+    rows = page.locator("table.workflows tbody tr")
+    assert rows.count() == 2
+    assert done.id in rows.nth(1).inner_text()
+    assert "completed" in rows.nth(1).inner_text()
+    screenshot(page, "workflows.png")
+    page.click(f"a[href='/workflows/{ref.id}']")
+    page.wait_for_selector("table.steps")
+    assert page.locator("h1").inner_text() == ref.id
+    assert page.locator("table.steps tbody tr").count() == 5
+    assert page.locator("table.steps .status.s-waiting").count() == 1
+    page.evaluate("window.loadedOnce = 'yes'")
+    drain(app, ["reports.part", "reports.merge"])
+    page.wait_for_selector("table.steps .status.s-completed >> nth=4", timeout=15000)
+    assert page.evaluate("window.loadedOnce") == "yes"  # the same document: no reload
+    screenshot(page, "workflow.png")
+    callback = app.workflow(ref.id).steps[-1].id
+    page.click(f"table.steps a[href='/jobs/{callback}'] >> nth=0")
+    page.wait_for_selector("#workflow-panel tr.current")
+    assert "#0, #1, #2, #3" in page.locator("#workflow-panel tr.current").inner_text()
+    assert page.locator("#result pre.json").inner_text() == str(sum(map(len, regions)))
+    screenshot(page, "job-workflow.png")

@@ -9,8 +9,10 @@ import pytest
 from dashboard_support import TOKEN
 from support import wait_until
 
+from venturi import chain
 from venturi.dashboard import create_app
 from venturi.dashboard.cache import SharedCache
+from venturi.testing import drain
 
 
 def counting(app, name: str) -> list[int]:
@@ -28,11 +30,19 @@ def counting(app, name: str) -> list[int]:
 
 def test_many_concurrent_viewers_share_one_stats_query_per_interval(app, tasks, serve) -> None:
     tasks["send"].delay_many([{"to": f"u{i}"} for i in range(10)])
+    done = tasks["send"].delay("done@example.org")
+    drain(app, ["mail.send"])
+    flow = chain(tasks["send"].si("a@example.org"), tasks["send"].si("b@example.org")).delay()
     stats_calls = counting(app, "stats")
     chart_calls = counting(app, "throughput")
     listing_calls = counting(app, "job_summaries")
     registry_calls = counting(app, "workers")
     unserved_calls = counting(app, "unserved_kinds")
+    beat_calls = counting(app, "active_beat")
+    result_calls = counting(app, "result")
+    workflows_calls = counting(app, "workflows")
+    workflow_calls = counting(app, "workflow")
+    workflow_of_calls = counting(app, "workflow_of")
     served = serve(create_app(app, token=TOKEN, live_interval=60))
     viewers, refreshes = 8, 5
     start = threading.Barrier(viewers)
@@ -42,7 +52,15 @@ def test_many_concurrent_viewers_share_one_stats_query_per_interval(app, tasks, 
         with httpx2.Client(base_url=served.url, timeout=30) as client:
             start.wait()
             for _ in range(refreshes):
-                for path in ("/", "/jobs", "/workers"):
+                for path in (
+                    "/",
+                    "/jobs",
+                    "/workers",
+                    "/schedules",
+                    f"/jobs/{done.id}",
+                    "/workflows",
+                    f"/workflows/{flow.id}",
+                ):
                     answer = client.get(path, headers={"x-venturi-live": "1"})
                     if answer.status_code != 200:
                         failures.append(f"{path}: {answer.status_code}")
@@ -53,12 +71,17 @@ def test_many_concurrent_viewers_share_one_stats_query_per_interval(app, tasks, 
     for thread in threads:
         thread.join(timeout=60)
     assert failures == []
-    # 8 viewers x 5 refreshes x 3 pages = 120 page views within one interval
+    # 8 viewers x 5 refreshes x 7 pages = 280 page views within one interval
     assert len(stats_calls) == 1
     assert len(chart_calls) == 1
     assert len(listing_calls) == 1
     assert len(registry_calls) == 1
     assert len(unserved_calls) == 1
+    assert len(beat_calls) == 1
+    assert len(result_calls) == 1
+    assert len(workflows_calls) == 1
+    assert len(workflow_calls) == 1
+    assert len(workflow_of_calls) == 1
 
 
 def test_the_shared_cache_loads_once_per_key_and_interval() -> None:

@@ -11,6 +11,8 @@ from starlette.testclient import TestClient
 from support import wait_until
 
 import venturi
+from venturi.dashboard.views import MAX_RESULT_SHOWN, format_json
+from venturi.testing import drain
 
 #: The start of mail.send's row in the overview's kinds table (warnings name kinds too).
 MAIL_SEND_ROW = '<a href="/jobs?kind=mail.send"><code>mail.send</code></a>'
@@ -143,7 +145,7 @@ def test_pages_without_tasks_or_jobs_still_render(database_url: str, prefix: str
     db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs")
     empty = venturi.App(database_url, prefix=prefix, set_as_current=False)
     with TestClient(create_app(empty, read_only=True), base_url="http://127.0.0.1") as c:
-        for path in ("/", "/jobs", "/workers", "/schedules", "/enqueue"):
+        for path in ("/", "/jobs", "/workers", "/schedules", "/workflows", "/enqueue"):
             assert c.get(path).status_code == 200, path
     empty.close()
 
@@ -240,3 +242,103 @@ def test_a_traceback_longer_than_the_page_bound_keeps_its_end(client, app, db, t
     assert shown.group(1).startswith(f"[{omitted} characters of outer frames not shown]\n")
     assert shown.group(1).endswith("KeyError: &#39;last&#39;\n")
     assert len(shown.group(1)) < MAX_TRACEBACK_SHOWN + 200
+
+
+def test_job_page_shows_the_stored_result_as_indented_json(client, app) -> None:
+    @app.task(kind="reports.totals")
+    def totals(month: str) -> dict[str, object]:
+        return {"month": month, "rows": 3, "sum": 12.5, "by_day": [1, 2]}
+
+    ref = totals.delay("2026-11")
+    drain(app, ["reports.totals"])
+    html = client.get(f"/jobs/{ref.id}").text
+    panel = re.search(r'<div class="panel" id="result">(.*?)</div>\s*</div>', html, re.S)
+    assert panel is not None
+    assert (
+        '<pre class="json">{\n  &#34;by_day&#34;: [\n    1,\n    2\n  ],\n'
+        "  &#34;month&#34;: &#34;2026-11&#34;,\n  &#34;rows&#34;: 3,\n"
+        "  &#34;sum&#34;: 12.5\n}</pre>"
+    ) in panel.group(1)
+    assert "No result" not in panel.group(1)
+
+
+def test_job_page_tells_none_returned_from_no_result_stored(client, app, db, tasks) -> None:
+    @app.task(kind="mail.noop")
+    def noop() -> None:
+        return None
+
+    returned_none = noop.delay()
+    drain(app, ["mail.noop"])
+    completed_without_result = tasks["send"].delay("old@example.org")
+    db.execute(  # as a job completed before results were stored (V6) is left
+        "UPDATE {{prefix}}_jobs SET status = 'completed', finished_at = now(), run_count = 1"
+        " WHERE id = %s",
+        (completed_without_result.id,),
+    )
+    pending = tasks["send"].delay("new@example.org")
+    dead = dead_job(app, db, tasks["send"])
+
+    def panel(job_id: str) -> str:
+        html = client.get(f"/jobs/{job_id}").text
+        found = re.search(r'<div class="panel" id="result">(.*?)</div>\s*</div>', html, re.S)
+        assert found is not None
+        return found.group(1)
+
+    assert '<pre class="json">null</pre>' in panel(returned_none.id)
+    assert "The handler returned None." in panel(returned_none.id)
+    assert "<pre" not in panel(completed_without_result.id)
+    assert "No result stored" in panel(completed_without_result.id)
+    assert "No result yet: the job has not finished." in panel(pending.id)
+    assert "No result: the job ended dead" in panel(dead)
+
+
+def test_a_result_longer_than_the_page_bound_is_cut_with_a_mark(client, app) -> None:
+    @app.task(kind="reports.big")
+    def big() -> list[str]:
+        return ["x" * 1000] * 100
+
+    ref = big.delay()
+    drain(app, ["reports.big"])
+    html = client.get(f"/jobs/{ref.id}").text
+    shown = re.search(r'id="result">.*?<pre class="json">(.*?)</pre>', html, re.S)
+    assert shown is not None
+    full = format_json(["x" * 1000] * 100)
+    assert shown.group(1).startswith("[\n  &#34;xxx")
+    assert shown.group(1).endswith(f"\n[{len(full) - MAX_RESULT_SHOWN} more characters not shown]")
+
+
+def beat_panel(client: TestClient) -> str:
+    html = client.get("/schedules").text
+    panel = html[html.index('id="beat"') :]
+    return panel[: panel.index("</section>")]
+
+
+def test_schedules_page_says_when_no_beat_is_running(client) -> None:
+    beat = beat_panel(client)
+    assert "No beat is running: the schedules below are not being enqueued." in beat
+    assert "<dl" not in beat
+
+
+def test_schedules_page_shows_the_active_beat_host_pid_and_since(client, app) -> None:
+    beat = venturi.Beat(app, interval=0.2, standby_interval=0.2)
+    beat.start()
+    try:
+        wait_until(lambda: beat.is_leader)
+        leader = wait_until(app.active_beat)
+
+        def shown_beat() -> str | None:
+            panel = beat_panel(client)
+            return panel if "<dl" in panel else None  # the shared cache may hold "none" a while
+
+        shown = wait_until(shown_beat)
+        cells = dict(re.findall(r"<dt>([^<]+)</dt><dd>(.*?)</dd>", shown, re.S))
+        assert cells["host"] == socket.gethostname()
+        assert cells["pid"] == str(os.getpid())
+        assert leader.since is not None
+        assert cells["active since"].startswith(leader.since.strftime("%Y-%m-%d %H:%M:%S"))
+        assert re.search(r"\(\d+s\)", cells["active since"])
+        assert cells["database session"] == f"PostgreSQL backend pid {leader.session_pid}"
+    finally:
+        beat.stop(grace=5)
+    assert app.active_beat() is None
+    assert wait_until(lambda: "No beat is running" in beat_panel(client))

@@ -15,6 +15,7 @@ import venturi
 from venturi.cli import build_parser, main
 from venturi.dashboard import create_app
 from venturi.errors import ConfigurationError
+from venturi.testing import drain
 from venturi.types import WorkerRegistration
 
 HOSTILE = "<script>alert(1)</script>"
@@ -269,6 +270,8 @@ def test_security_headers_are_on_every_response(client, signed_in, rows) -> None
         client.get("/jobs/01NOSUCHJOB000000000000000"),
         client.get("/schedules"),
         client.get("/workers"),
+        client.get("/workflows"),
+        client.get("/workflows/01NOSUCHWORKFLOW0000000000"),
         client.get("/static/dashboard.css"),
         client.get("/static/live.js"),
         post(client, f"/jobs/{rows['dead']}/retry", {"csrf": "wrong"}),
@@ -292,6 +295,7 @@ def test_pages_have_no_inline_script_or_style(client, signed_in, rows) -> None:
         f"/jobs/{rows['claimed']}",
         "/workers",
         "/schedules",
+        "/workflows",
         "/enqueue",
         "/login",
     ):
@@ -320,3 +324,19 @@ def test_the_command_binds_to_loopback_by_default_and_takes_token_or_read_only(c
     assert (args.host, args.port, args.token, args.read_only) == ("127.0.0.1", 8080, None, False)
     assert main(["dashboard", "--app", "m:app", "--token", "x" * 10, "--read-only"]) == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_a_hostile_result_renders_as_text(client, app) -> None:
+    @app.task(kind="reports.hostile")
+    def hostile(which: int) -> object:
+        return HOSTILE if which == 1 else {"</pre><script>alert(5)</script>": "<img src=x>"}
+
+    refs = [hostile.delay(1), hostile.delay(2)]
+    drain(app, ["reports.hostile"])
+    first, second = (client.get(f"/jobs/{ref.id}").text for ref in refs)
+    for html in (first, second):
+        assert "<script>alert" not in html
+        assert "<img src=x>" not in html
+    assert '<pre class="json">&#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;</pre>' in first
+    key = "&#34;&lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;&#34;"
+    assert f"{key}: &#34;&lt;img src=x&gt;&#34;" in second

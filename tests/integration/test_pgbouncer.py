@@ -10,6 +10,8 @@ conformance suite runs every Backend contract the same way.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -213,3 +215,30 @@ def test_two_beats_through_pgbouncer_tick_once(
             made.close()
     assert duplicate_ticks(db) == []
     assert "prepared statement" not in bouncer.log()
+
+
+def test_without_a_direct_url_the_leader_is_read_through_pgbouncer(
+    bouncer: PgBouncer, backends: Callable[..., PostgresBackend], database_url: str, prefix: str
+) -> None:
+    """The held transaction's server session carries the holder's name (PgBouncer sets
+    the client's application_name on it), and "since" is the transaction's start, not
+    that older server session's (ADR 0131)."""
+    reader = backends(bouncer.url, transaction_pooling=True)
+    holder = backends(bouncer.url, transaction_pooling=True)
+    for _ in range(REPEATS):
+        reader.now()  # server sessions opened now: older than the leadership
+    before = reader.now()
+    held = holder.try_lead("pgb-role")
+    assert held is not None
+    try:
+        found = reader.leader("pgb-role")
+        assert found is not None
+        assert found.holder == f"{socket.gethostname()}:{os.getpid()}"
+        assert found.since is not None and found.since >= before
+        assert held.is_held()
+        assert reader.leader("pgb-role") == found
+        direct = backends(database_url).leader("pgb-role")
+        assert direct == found
+    finally:
+        held.release()
+    assert reader.leader("pgb-role") is None

@@ -1129,3 +1129,43 @@ def test_result_waiters_probe_the_steps_by_key_too(flows: Planner, name: str) ->
     plan = flows.explain(name, id="CHORD-010000")
     assert plan.index_scans(flows.index("_steps_pkey")), plan.text
     _no_scan_of_a_whole_table(flows, plan)
+
+
+# -- the active beat (ADR 0131) ------------------------------------------------------------------
+
+
+def test_the_leader_is_read_from_the_lock_table_alone(planner: Planner) -> None:
+    """One pass over the server's lock table, filtered to the role's key; no queue table."""
+    plan = planner.explain("leader", lock_name=planner.prefix.lock_name("lead:beat"))
+
+    locks = [n for n in plan.nodes if n.get("Function Name") == "pg_lock_status"]
+    assert len(locks) == 1, plan.text
+    assert "locktype = 'advisory'" in locks[0].get("Filter"), plan.text
+    assert "objid = " in locks[0].get("Filter"), plan.text
+    scanned = {n.get("Relation Name") for n in plan.nodes if "Relation Name" in n.fields}
+    assert scanned <= {"pg_database"}, plan.text
+
+
+# -- recent workflows (ADR 0131) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("before", [None, "WF-CHAIN-1000"], ids=["newest", "next-page"])
+def test_recent_workflows_walk_the_steps_index_backwards_and_probe_jobs_by_key(
+    flows: Planner, before: str | None
+) -> None:
+    """The distinct ids come from _steps_workflow in index order (no sort, no scan of
+    every step); each workflow is summed over its own range, jobs by primary key."""
+    plan = flows.explain("list_workflows", limit=50, before=before)
+
+    walks = plan.index_scans(flows.index("_steps_workflow"))
+    assert any(n.get("Scan Direction") == "Backward" for n in walks), plan.text
+    assert any("workflow_id = " in n.get("Index Cond") for n in walks), plan.text
+    assert plan.index_scans(flows.index("_jobs_pkey")), plan.text
+    assert plan.sorts() == [], plan.text
+    _no_scan_of_a_whole_table(flows, plan)
+
+
+def test_the_workflow_of_a_job_is_one_probe_of_the_steps_key(flows: Planner) -> None:
+    plan = flows.explain("workflow_id_of", id="CHORD-000001")
+    assert plan.index_scans(flows.index("_steps_pkey")), plan.text
+    _no_scan_of_a_whole_table(flows, plan)

@@ -6,20 +6,39 @@ kinds, ages) is plain functions over venturi's own types.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
-from venturi.types import MinuteCounts, Stats, Status, Throughput, WorkerInfo
+from venturi.errors import JobNotFound, ResultUnavailable
+from venturi.types import (
+    Leader,
+    MinuteCounts,
+    Stats,
+    Status,
+    StepState,
+    Throughput,
+    WorkerInfo,
+    Workflow,
+    WorkflowStep,
+)
 
 #: The chart's span: this minute and the 59 before it.
 CHART_MINUTES = 60
 #: Characters of one traceback a page shows at most. Workers bound what they store
 #: (ADR 0121), but the column itself is unbounded text, so the page bounds it too.
 MAX_TRACEBACK_SHOWN = 20_000
+#: Characters of one result's pretty JSON a page shows at most: a stored result may be
+#: up to ``result_max_bytes`` (1 MiB by default, ADR 0124), more than a page should carry.
+MAX_RESULT_SHOWN = 50_000
+#: Steps the workflow page lists at most, and the job page's workflow panel; the
+#: parents one step lists (a chord's callback waits for every member).
+MAX_STEPS_SHOWN = 500
+MAX_STEPS_IN_PANEL = 20
+MAX_PARENTS_SHOWN = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +79,36 @@ class KindRow:
     def is_unserved_with_pending(self) -> bool:
         """Pending work that no task of this App can run: a typo, or a task module gone."""
         return not self.is_served and self.counts.get(Status.PENDING, 0) > 0
+
+
+@dataclass(frozen=True, slots=True)
+class BeatRow:
+    """The active beat as the schedules page shows it; ``age`` as of the page's render."""
+
+    leader: Leader
+    host: str
+    pid: str
+    age: timedelta | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResultPanel:
+    """What the job page says about the job's result.
+
+    ``text`` is the stored result as indented JSON, bounded (``None``: nothing is
+    stored); ``why`` says why nothing is stored, or what a JSON ``null`` means.
+    """
+
+    text: str | None
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """A workflow step with its parents resolved to steps (for their positions)."""
+
+    step: WorkflowStep
+    parents: tuple[WorkflowStep, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,17 +182,60 @@ def worker_rows(workers: Iterable[WorkerInfo], now: datetime) -> list[WorkerRow]
     """The registry's entries with host and pid split out of the id (``host:pid[#n]``)."""
     rows = []
     for info in workers:
-        host, _, pid = info.claimed_by.rpartition(":")
+        host, pid = _host_and_pid(info.claimed_by)
         rows.append(
             WorkerRow(
                 info=info,
-                host=host or info.claimed_by,
-                pid=pid if host else "",
+                host=host,
+                pid=pid,
                 uptime=now - info.started_at,
                 heartbeat_age=now - info.heartbeat_at,
             )
         )
     return rows
+
+
+def beat_row(leader: Leader | None, now: datetime) -> BeatRow | None:
+    """The active beat with host and pid split out of its holder (``host:pid``)."""
+    if leader is None:
+        return None
+    host, pid = _host_and_pid(leader.holder) if leader.holder else ("", "")
+    age = now - leader.since if leader.since is not None else None
+    return BeatRow(leader=leader, host=host, pid=pid, age=age)
+
+
+def _host_and_pid(identity: str) -> tuple[str, str]:
+    host, _, pid = identity.rpartition(":")
+    return (host, pid) if host else (identity, "")
+
+
+def step_rows(workflow: Workflow) -> list[StepRow]:
+    """The steps in position order, each with the steps it waits for; a parent no
+    longer in the workflow (cleaned up) is left out."""
+    by_id = {step.id: step for step in workflow.steps}
+    return [
+        StepRow(step, tuple(by_id[p] for p in step.parents if p in by_id))
+        for step in workflow.steps
+    ]
+
+
+def bounded_steps(
+    rows: list[StepRow], limit: int, current: str | None = None
+) -> tuple[list[StepRow], int]:
+    """At most ``limit`` rows in position order, the ``current`` step's among them (a
+    chord may have 10,000 members); returns them and how many were left out."""
+    shown = rows[:limit]
+    if current is not None and all(row.step.id != current for row in shown):
+        shown = shown[: limit - 1] + [row for row in rows if row.step.id == current]
+    return shown, len(rows) - len(shown)
+
+
+def state_counts(workflow: Workflow) -> dict[StepState, int]:
+    """How many steps are in each state, every state listed."""
+    counts = dict.fromkeys(StepState, 0)
+    for step in workflow.steps:
+        counts[step.state] += 1
+    return counts
 
 
 def bounded_traceback(text: str) -> str:
@@ -153,6 +245,32 @@ def bounded_traceback(text: str) -> str:
         return text
     omitted = len(text) - MAX_TRACEBACK_SHOWN
     return f"[{omitted} characters of outer frames not shown]\n{text[-MAX_TRACEBACK_SHOWN:]}"
+
+
+def result_panel(status: Status, read: Callable[[], Any]) -> ResultPanel:
+    """The result panel of a job in ``status``; ``read`` returns the decoded result of a
+    completed job (``App.result(id, timeout=0)``) and is called only for one."""
+    if status is Status.DEAD:
+        return ResultPanel(None, "No result: the job ended dead (the journal says why).")
+    if status is not Status.COMPLETED:
+        return ResultPanel(None, "No result yet: the job has not finished.")
+    try:
+        value = read()
+    except ResultUnavailable:
+        return ResultPanel(
+            None,
+            "No result stored: the return value was over the backend's result_max_bytes "
+            "(the journal's last note says how large), or the job completed before "
+            "results were stored.",
+        )
+    except JobNotFound:
+        return ResultPanel(None, "No result stored: the job was cleaned up meanwhile.")
+    text = format_json(value)
+    if len(text) > MAX_RESULT_SHOWN:
+        omitted = len(text) - MAX_RESULT_SHOWN
+        text = f"{text[:MAX_RESULT_SHOWN]}\n[{omitted} more characters not shown]"
+    why = "The handler returned None." if value is None else ""
+    return ResultPanel(text, why)
 
 
 def totals(stats: Stats) -> dict[Status, int]:

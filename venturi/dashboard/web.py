@@ -46,8 +46,9 @@ from venturi.errors import (
     InvalidState,
     JobNotFound,
     VenturiError,
+    WorkflowNotFound,
 )
-from venturi.types import Cursor, Priority, Status
+from venturi.types import Cursor, Priority, Status, Workflow
 
 logger = logging.getLogger(__name__)
 
@@ -55,15 +56,17 @@ T = TypeVar("T")
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
+#: Workflows per page: each is summed over its steps, so fewer than jobs.
+WORKFLOW_PAGE_SIZE = 25
 SCHEDULE_TICKS = 5
 #: Form bodies are a few fields; anything larger is refused before parsing.
 MAX_FORM_BYTES = 64 * 1024
 
-#: The navigation, in order: (route name, label). SLOT: the workflows page (results
-#: and workflows, V6) goes after "schedules", one route and one template.
+#: The navigation, in order: (route name, label).
 NAVIGATION = (
     ("overview", "Overview"),
     ("jobs", "Jobs"),
+    ("workflows", "Workflows"),
     ("workers", "Workers"),
     ("schedules", "Schedules"),
     ("enqueue", "Enqueue"),
@@ -317,8 +320,91 @@ async def job(request: Request) -> Response:
     try:
         detail = await board.read(("job", job_id), lambda: board.app.job(job_id))
     except JobNotFound:
+        return await _step(request, board, job_id)
+    # Only a completed job has a result to read: one more primary-key read, shared.
+    result = await board.read(
+        ("result", job_id, detail.job.status),
+        lambda: views.result_panel(detail.job.status, lambda: board.app.result(job_id, timeout=0)),
+    )
+    workflow = await board.read(("workflow_of", job_id), lambda: board.app.workflow_of(job_id))
+    return board.render(
+        request,
+        "job.html",
+        {
+            "page": "jobs",
+            "detail": detail,
+            "result": result,
+            **_workflow_context(workflow, current=detail.job.id),
+        },
+    )
+
+
+async def _step(request: Request, board: Dashboard, job_id: str) -> Response:
+    """A workflow step that is not a job: waiting for its parents, or one that never
+    ran because a dependency ended dead. Its workflow says which."""
+    workflow = await board.read(("workflow_of", job_id), lambda: board.app.workflow_of(job_id))
+    step = next((s for s in workflow.steps if s.id == job_id.upper()), None) if workflow else None
+    if workflow is None or step is None:
         return board.error(request, 404, "Not found", f"No job with id {job_id!r}.")
-    return board.render(request, "job.html", {"page": "jobs", "detail": detail})
+    return board.render(
+        request,
+        "step.html",
+        {"page": "workflows", "step": step, **_workflow_context(workflow, current=step.id)},
+    )
+
+
+def _workflow_context(
+    workflow: Workflow | None, *, limit: int = views.MAX_STEPS_IN_PANEL, current: str | None = None
+) -> dict[str, Any]:
+    if workflow is None:
+        return {"workflow": None}
+    steps, omitted = views.bounded_steps(views.step_rows(workflow), limit, current)
+    return {
+        "workflow": workflow,
+        "steps": steps,
+        "omitted_steps": omitted,
+        "step_counts": views.state_counts(workflow),
+        "current_step": current,
+        "max_parents": views.MAX_PARENTS_SHOWN,
+    }
+
+
+async def workflows(request: Request) -> Response:
+    board = _board(request)
+    before = request.query_params.get("before") or None
+    try:
+        found = await board.read(
+            ("workflows", before),
+            lambda: board.app.workflows(limit=WORKFLOW_PAGE_SIZE, before=before),
+        )
+    except InvalidArgument as exc:
+        return board.error(request, 400, "Bad page", str(exc))
+    return board.render(
+        request,
+        "workflows.html",
+        {
+            "page": "workflows",
+            "workflows": found,
+            "is_first_page": before is None,
+            "next_query": urlencode({"before": found[-1].id})
+            if len(found) == WORKFLOW_PAGE_SIZE
+            else None,
+        },
+    )
+
+
+async def workflow(request: Request) -> Response:
+    board = _board(request)
+    workflow_id = request.path_params["workflow_id"]
+    try:
+        found = await board.read(("workflow", workflow_id), lambda: board.app.workflow(workflow_id))
+    except WorkflowNotFound:
+        return board.error(request, 404, "Not found", f"No workflow with id {workflow_id!r}.")
+    return board.render(
+        request,
+        "workflow.html",
+        {"page": "workflows", **_workflow_context(found, limit=views.MAX_STEPS_SHOWN)},
+    )
 
 
 async def workers(request: Request) -> Response:
@@ -342,7 +428,12 @@ async def schedules(request: Request) -> Response:
             {"args": list(schedule.args), "kwargs": dict(schedule.kwargs)}
         )
         rows.append((schedule, ticks, arguments))
-    return board.render(request, "schedules.html", {"page": "schedules", "schedules": rows})
+    leader = await board.read(("active_beat",), board.app.active_beat)
+    return board.render(
+        request,
+        "schedules.html",
+        {"page": "schedules", "schedules": rows, "beat": views.beat_row(leader, now)},
+    )
 
 
 async def enqueue_form(request: Request) -> Response:
@@ -658,6 +749,8 @@ def create_app(
         Route("/jobs/{job_id}", job, name="job"),
         Route("/jobs/{job_id}/retry", retry, methods=["POST"], name="retry"),
         Route("/jobs/{job_id}/cancel", cancel, methods=["POST"], name="cancel"),
+        Route("/workflows", workflows, name="workflows"),
+        Route("/workflows/{workflow_id}", workflow, name="workflow"),
         Route("/workers", workers, name="workers"),
         Route("/schedules", schedules, name="schedules"),
         Route("/enqueue", enqueue_form, name="enqueue"),

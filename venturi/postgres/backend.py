@@ -47,6 +47,8 @@ from venturi.postgres.connections import (
     PostgresListener,
     ReplyWatchdog,
     connect,
+    leader_of_session,
+    leader_session_name,
     translated_errors,
     use_generic_plans,
     with_keepalives,
@@ -68,6 +70,7 @@ from venturi.types import (
     JournalEntry,
     KindLimits,
     KindStats,
+    Leader,
     LimitedClaim,
     MergeAction,
     MinuteCounts,
@@ -87,6 +90,7 @@ from venturi.types import (
     WorkerRegistration,
     Workflow,
     WorkflowStep,
+    WorkflowSummary,
 )
 
 T = TypeVar("T")
@@ -503,15 +507,17 @@ class PostgresBackend:
     def try_lead(self, role: str) -> PostgresLeadership | None:
         lock_name = self._prefix.lock_name(f"lead:{role}")
         url = self._session_url
+        # The session names its holder, for ``leader`` to read (ADR 0131).
+        holder = leader_session_name(role)
         with translated_errors():
             if url is None:
                 # No session to hold a session lock: a transaction held open pins one
                 # server session behind the pooler for as long as the role (ADR 0123).
-                conn = connect(self._url, self._connect_timeout)
+                conn = connect(self._url, self._connect_timeout, application_name=holder)
                 conn.autocommit = False
                 try_lock = self._queries.try_advisory_xact_lock
             else:
-                conn = connect(url, self._connect_timeout)
+                conn = connect(url, self._connect_timeout, application_name=holder)
                 try_lock = self._queries.try_advisory_lock
             try:
                 with self._watchdog.bounded(conn):
@@ -529,6 +535,18 @@ class PostgresBackend:
             self._queries,
             lambda held: self._queries.advisory_unlock.exec(held, lock_name=lock_name),
             self._watchdog,
+        )
+
+    def leader(self, role: str) -> Leader | None:
+        lock_name = self._prefix.lock_name(f"lead:{role}")
+        row = self._run(lambda conn: self._queries.leader.one(conn, lock_name=lock_name))
+        if row is None:
+            return None
+        return Leader(
+            role=role,
+            holder=leader_of_session(role, row["application_name"]),
+            since=row["since"],
+            session_pid=row["session_pid"],
         )
 
     # -- beat bookkeeping --------------------------------------------------------
@@ -1036,6 +1054,24 @@ class PostgresBackend:
             for r in rows
         )
         return Workflow(workflow_id, steps)
+
+    def list_workflows(self, *, limit: int, before: str | None) -> list[WorkflowSummary]:
+        rows = self._run(
+            lambda conn: self._queries.list_workflows.many(conn, limit=limit, before=before)
+        )
+        return [
+            WorkflowSummary(
+                id=r["id"],
+                counts={state: int(r[state.value]) for state in StepState},
+                created_at=r["created_at"],
+                finished_at=r["finished_at"],
+            )
+            for r in rows
+        ]
+
+    def workflow_id_of(self, job_id: str) -> str | None:
+        row = self._run(lambda conn: self._queries.workflow_id_of.one(conn, id=job_id))
+        return None if row is None else str(row["workflow_id"])
 
 
 def _claimed_jobs(rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:

@@ -99,9 +99,37 @@ def _connect_kwargs(connect_timeout: float, *, may_prepare: bool = True) -> dict
     return kwargs
 
 
-def connect(url: str, connect_timeout: float) -> Connection:
-    """A dedicated autocommit session, outside every pool (ADR 0100)."""
-    return psycopg.connect(url, **_connect_kwargs(connect_timeout))
+def connect(url: str, connect_timeout: float, *, application_name: str | None = None) -> Connection:
+    """A dedicated autocommit session, outside every pool (ADR 0100); ``application_name``
+    overrides the URL's."""
+    kwargs = _connect_kwargs(connect_timeout)
+    if application_name is not None:
+        kwargs["application_name"] = application_name
+    return psycopg.connect(url, **kwargs)
+
+
+#: How a leadership session names itself: this text, the role, a space, then its holder.
+LEADER_SESSION = "venturi "
+#: PostgreSQL keeps the first 63 bytes of an application_name (NAMEDATALEN - 1).
+MAX_APPLICATION_NAME = 63
+
+
+def leader_session_name(role: str) -> str:
+    """The ``application_name`` of a leadership session of this process: ``venturi
+    <role> <host>:<pid>``, the ``host:pid`` a worker's claims carry (ADR 19), cut to
+    what the server keeps (a long host name loses its end, never the pid)."""
+    host, pid = socket.gethostname(), str(os.getpid())
+    room = MAX_APPLICATION_NAME - len(f"{LEADER_SESSION}{role} :{pid}".encode())
+    host = host.encode()[: max(room, 0)].decode(errors="ignore")
+    return f"{LEADER_SESSION}{role} {host}:{pid}"
+
+
+def leader_of_session(role: str, application_name: str | None) -> str | None:
+    """The holder a leadership session's name gives (``leader_session_name``), if any."""
+    marker = f"{LEADER_SESSION}{role} "
+    if not application_name or not application_name.startswith(marker):
+        return None
+    return application_name[len(marker) :] or None
 
 
 @contextmanager

@@ -1061,3 +1061,68 @@ WITH doomed AS (
     DELETE FROM {{prefix}}_edges AS e WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted))
 )
 SELECT count(*) AS deleted FROM deleted
+
+-- name: leader :one
+-- Who holds a leadership role (try_lead's advisory lock; ADR 0131), read from
+-- the lock itself, so a holder that died is gone with its session: pg_locks
+-- shows a bigint advisory key as classid (high 32 bits), objid (low 32 bits),
+-- objsubid 1, and pg_stat_activity names the holding session. Its holder names
+-- itself in application_name when it connects. "Since" is when that session
+-- began (a leadership connection is opened for the one try that took the
+-- lock), or, for a lock held in an open transaction behind a pooler (whose
+-- server session predates it), when that transaction began. Reads two shared-
+-- memory views, no table; the dashboard runs it once per interval.
+WITH lock_key AS (
+    SELECT hashtextextended(%(lock_name)s, 0) AS k
+)
+SELECT a.application_name, a.pid AS session_pid,
+       CASE WHEN a.state LIKE 'idle in transaction%%' OR a.xact_start < a.query_start
+            THEN a.xact_start ELSE a.backend_start END AS since
+FROM lock_key
+JOIN pg_locks AS l
+  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+ AND l.classid = ((lock_key.k >> 32) & 4294967295)::oid
+ AND l.objid = (lock_key.k & 4294967295)::oid
+ AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+JOIN pg_stat_activity AS a ON a.pid = l.pid
+LIMIT 1
+
+-- name: list_workflows :many
+-- The dashboard's recent workflows (ADR 0131): the newest first, `limit` of them
+-- created before the workflow `before` (NULL: from the newest). A workflow id is
+-- a ULID made when the workflow is built, so id order is creation order: the
+-- distinct ids come from a backward walk of _steps_workflow that stops once it
+-- has `limit` of them; each is then summed up over its own range of that index,
+-- an enqueued step's state being its job's (a primary-key probe, LATERAL as in
+-- workflow_steps). A workflow costs a read per step.
+WITH recent AS (
+    SELECT DISTINCT workflow_id
+    FROM {{prefix}}_steps
+    WHERE %(before)s::text IS NULL OR workflow_id < %(before)s::text
+    ORDER BY workflow_id DESC
+    LIMIT %(limit)s
+)
+SELECT r.workflow_id AS id, c.*
+FROM recent AS r
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE coalesce(j.status, s.status) = 'waiting') AS waiting,
+           count(*) FILTER (WHERE j.status = 'pending') AS pending,
+           count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
+           count(*) FILTER (WHERE j.status = 'completed') AS completed,
+           count(*) FILTER (WHERE coalesce(j.status, s.status) = 'dead') AS dead,
+           min(s.created_at) AS created_at,
+           max(coalesce(j.finished_at, s.finished_at)) AS finished_at
+    FROM {{prefix}}_steps AS s
+    LEFT JOIN LATERAL (
+        SELECT j.status, j.finished_at FROM {{prefix}}_jobs AS j
+        WHERE j.id = s.id AND s.status = 'enqueued'
+        OFFSET 0
+    ) AS j ON true
+    WHERE s.workflow_id = r.workflow_id
+) AS c
+ORDER BY r.workflow_id DESC
+
+-- name: workflow_id_of :one
+-- The workflow a job or a waiting step belongs to (ADR 0131): one _steps_pkey
+-- probe (every step has a _steps row, kept as long as its job).
+SELECT workflow_id FROM {{prefix}}_steps WHERE id = %(id)s
