@@ -1,0 +1,96 @@
+"""The process's one App of ``settings.VENTURI``, with the kinds of Django's queues.
+
+Built at the first ``get_app()`` (the app config's ``ready`` calls it, so that
+plain ``@venturi.task`` functions enqueue through it); building opens no
+connection. ``reset()`` forgets it, for tests that change the settings.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from venturi.contrib.django.connections import close_stale_connections
+from venturi.contrib.django.conf import DjangoApp, VenturiSettings, build_app
+
+_lock = threading.RLock()
+_app: DjangoApp | None = None
+_settings: VenturiSettings | None = None
+
+
+def get_settings() -> VenturiSettings:
+    global _settings
+    with _lock:
+        if _settings is None:
+            _settings = VenturiSettings.load()
+        return _settings
+
+
+def get_app() -> DjangoApp:
+    """The App of ``settings.VENTURI``; every VenturiBackend's queues are its kinds."""
+    global _app
+    with _lock:
+        if _app is None:
+            app = build_app(get_settings())
+            register_queues(app)
+            close_stale_connections(app)
+            _app = app
+        return _app
+
+
+def register_queues(app: DjangoApp) -> None:
+    from venturi.contrib.django import execution, kinds, retries
+
+    for backend in venturi_backends():
+        backoff = backend.retry_policy.backoff
+        options: dict[str, Any] = {"max_failures": retries.BACKSTOP}
+        if backoff is not None:
+            options["backoff"] = backend.retry_policy.delay
+        if "LEASE" in backend.options:
+            options["lease"] = backend.options["LEASE"]
+        for queue in sorted(backend.queues):
+            for is_async, handler in ((False, execution.run_task), (True, execution.arun_task)):
+                kind = kinds.queue_kind(queue, is_async=is_async)
+                if kind not in app.registry.tasks:
+                    app.task(kind=kind, **options)(handler)
+
+
+def queue_task(app: DjangoApp, kind: str) -> Any:
+    """The venturi task of a queue kind, registering the queues of backends made since."""
+    task = app.registry.tasks.get(kind)
+    if task is None:
+        with _lock:
+            register_queues(app)
+        task = app.registry.tasks[kind]
+    return task
+
+
+def venturi_backends() -> list[Any]:
+    """The configured ``TASKS`` backends that are VenturiBackends."""
+    from django.conf import settings
+
+    from venturi.contrib.django.backend import VenturiBackend
+    from venturi.contrib.django.compat import task_backends
+
+    found = []
+    for alias in getattr(settings, "TASKS", {}):
+        backend = task_backends[alias]
+        if isinstance(backend, VenturiBackend):
+            found.append(backend)
+    return found
+
+
+def backend_class() -> type:
+    """The sender of Django's task signals."""
+    from venturi.contrib.django.backend import VenturiBackend
+
+    return VenturiBackend
+
+
+def reset() -> None:
+    """Close and forget the App and settings (tests that change ``VENTURI``/``TASKS``)."""
+    global _app, _settings
+    with _lock:
+        app, _app, _settings = _app, None, None
+    if app is not None:
+        app.close()
