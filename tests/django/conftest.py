@@ -26,13 +26,15 @@ django.setup()
 
 
 @pytest.fixture(scope="session")
-def venturi_migrated(django_db_setup: None, django_db_blocker: object) -> str:
-    """The prefix of the project's queue, migrated in the test database."""
-    from venturi.contrib.django import get_app
+def venturi_migrated(django_db_setup: None) -> Iterator[str]:
+    """The prefix of the project's queue, migrated in the test database; the App's
+    pool is closed before pytest-django drops that database."""
+    from venturi.contrib.django import get_app, state
 
     app = get_app()
     app.migrate()
-    return app.prefix
+    yield app.prefix
+    state.reset()
 
 
 @pytest.fixture
