@@ -43,6 +43,7 @@ def queue(venturi_migrated: str) -> Iterator[object]:
     from venturi.contrib.django import get_app
 
     app = get_app()
+    app.backend  # noqa: B018 - built now, so that database_url is Django's
     url = app.database_url
     assert url is not None
     with psycopg.connect(url, autocommit=True) as conn:

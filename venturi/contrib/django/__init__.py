@@ -8,13 +8,10 @@ threads in the web process (docs/adr/0130-django.md, README "Django").
     VENTURI = {"DATABASE": "default", "PREFIX": "venturi"}
     TASKS = {"default": {"BACKEND": "venturi.contrib.django.VenturiBackend"}}
 
-``venturi.contrib.django.app`` is the App of ``settings.VENTURI`` (what
-``manage.py venturi`` runs with ``--app``).
+``get_app()`` is the process's App of ``settings.VENTURI``.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from venturi.contrib.django.backend import VenturiBackend, enqueue_on_commit
 from venturi.contrib.django.results import WorkerLost
@@ -31,9 +28,3 @@ def connection() -> object | None:
     from venturi.contrib.django.backend import django_connection
 
     return django_connection()
-
-
-def __getattr__(name: str) -> Any:
-    if name == "app":
-        return get_app()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

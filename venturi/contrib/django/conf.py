@@ -3,12 +3,13 @@
 ::
 
     VENTURI = {
-        "DATABASE": "default",        # a DATABASES alias (psycopg 3), or a postgresql:// URL
+        "DATABASE": "default",        # a DATABASES alias (psycopg 3), or a URL / libpq string
         "PREFIX": "venturi",          # table prefix (ADR 6)
         "DIRECT_URL": None,           # App(direct_url=...) behind PgBouncer (ADR 0123)
         "AUTODISCOVER": True,         # import every installed app's tasks.py at startup
         "WORKER_IN_SERVER": None,     # {"concurrency": 4, ...}: worker threads in the web process
         "GRACE": 30.0,                # seconds running jobs get at a graceful stop
+        "DASHBOARD_CHANGES": "staff", # who may retry/cancel/enqueue there (dashboard.py)
     }
 
 With an alias the App's own pool connects with that database's settings, read
@@ -32,9 +33,16 @@ from venturi import App
 from venturi.backend import Backend
 
 DEFAULT_DATABASE = "default"
-URL_SCHEMES = ("postgresql://", "postgres://")
 _KNOWN_KEYS = frozenset(
-    {"DATABASE", "PREFIX", "DIRECT_URL", "AUTODISCOVER", "WORKER_IN_SERVER", "GRACE"}
+    {
+        "DATABASE",
+        "PREFIX",
+        "DIRECT_URL",
+        "AUTODISCOVER",
+        "WORKER_IN_SERVER",
+        "GRACE",
+        "DASHBOARD_CHANGES",
+    }
 )
 #: Connection parameters Django passes to psycopg.connect that are not libpq keywords.
 _NOT_LIBPQ = frozenset({"context", "cursor_factory", "prepare_threshold", "autocommit"})
@@ -54,7 +62,7 @@ class VenturiSettings:
     @property
     def is_url(self) -> bool:
         """True when ``DATABASE`` is a URL: enqueues then use venturi's pool, not Django's."""
-        return self.database.startswith(URL_SCHEMES)
+        return is_connection_string(self.database)
 
     @classmethod
     def load(cls) -> VenturiSettings:
@@ -70,7 +78,7 @@ class VenturiSettings:
         database = raw.get("DATABASE", DEFAULT_DATABASE)
         if not isinstance(database, str) or not database:
             raise ImproperlyConfigured("settings.VENTURI['DATABASE'] must be an alias or a URL")
-        if not database.startswith(URL_SCHEMES) and database not in settings.DATABASES:
+        if not is_connection_string(database) and database not in settings.DATABASES:
             raise ImproperlyConfigured(
                 f"settings.VENTURI['DATABASE'] = {database!r} is neither a DATABASES alias "
                 "nor a postgresql:// URL"
@@ -88,6 +96,11 @@ class VenturiSettings:
             worker_in_server=worker,
             grace=float(raw.get("GRACE", 30.0)),
         )
+
+
+def is_connection_string(value: str) -> bool:
+    """A ``postgresql://`` URL or a ``key=value`` libpq string, not a DATABASES alias."""
+    return "://" in value or "=" in value
 
 
 def alias_url(alias: str) -> str:
@@ -125,10 +138,12 @@ class DjangoApp(App):
         return super().backend
 
 
-def build_app(config: VenturiSettings) -> DjangoApp:
+def build_app(config: VenturiSettings, *, set_as_current: bool = True) -> DjangoApp:
     """The App of these settings; opens no connection."""
     database = config.database
     resolve: Callable[[], str] = (
         (lambda: database) if config.is_url else (lambda: alias_url(database))
     )
-    return DjangoApp(resolve, prefix=config.prefix, direct_url=config.direct_url)
+    return DjangoApp(
+        resolve, prefix=config.prefix, direct_url=config.direct_url, set_as_current=set_as_current
+    )

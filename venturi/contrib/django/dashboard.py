@@ -29,7 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.decorators import user_passes_test
 from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from venturi.contrib.django import state
@@ -40,7 +40,8 @@ _MAY_CHANGE_ENVIRON = "HTTP_X_VENTURI_MAY_CHANGE"
 CHANGES = ("staff", "superuser", "none")
 
 _lock = threading.Lock()
-_wsgi_app: Callable[..., Any] | None = None
+#: The dashboard and the App it was built on (rebuilt when ``state.reset`` made a new one).
+_built: tuple[Any, Callable[..., Any]] | None = None
 
 
 def _changes() -> str:
@@ -57,22 +58,18 @@ def _may_change(request: Any) -> bool:
 
 
 def wsgi_app() -> Callable[..., Any]:
-    """The dashboard of the project's App, built once."""
-    global _wsgi_app
-    with _lock:
-        if _wsgi_app is None:
-            from venturi.dashboard import create_wsgi_app
+    """The dashboard of the project's App, built once per App."""
+    global _built
+    from venturi.dashboard import create_wsgi_app
 
-            if _changes() == "none":
-                _wsgi_app = create_wsgi_app(state.get_app(), read_only=True)
-            else:
-                secret = hmac.new(
-                    settings.SECRET_KEY.encode(), b"venturi.dashboard", hashlib.sha256
-                ).digest()
-                _wsgi_app = create_wsgi_app(
-                    state.get_app(), authorize=_may_change, secret=secret
-                )
-        return _wsgi_app
+    app = state.get_app()
+    with _lock:
+        if _built is None or _built[0] is not app:
+            secret = hmac.new(
+                settings.SECRET_KEY.encode(), b"venturi.dashboard", hashlib.sha256
+            ).digest()
+            _built = (app, create_wsgi_app(app, authorize=_may_change, secret=secret))
+        return _built[1]
 
 
 def _environ(request: HttpRequest, path: str, may_change: bool) -> dict[str, Any]:
@@ -109,7 +106,7 @@ def _is_staff(user: Any) -> bool:
 
 @csrf_exempt
 @user_passes_test(_is_staff)
-def dashboard_view(request: HttpRequest, path: str = "") -> HttpResponse | StreamingHttpResponse:
+def dashboard_view(request: HttpRequest, path: str = "") -> HttpResponse:
     """Serve one dashboard request for a staff user."""
     changes = _changes()
     user: Any = request.user
@@ -127,7 +124,7 @@ def dashboard_view(request: HttpRequest, path: str = "") -> HttpResponse | Strea
     response = HttpResponse(content, status=int(captured["status"].split(" ", 1)[0]))
     for name, value in captured["headers"]:
         if name.lower() == "set-cookie":
-            response.headers.setdefault("Set-Cookie", value)  # one cookie only (the session)
+            response.cookies.load(value)
         else:
             response.headers[name] = value
     return response

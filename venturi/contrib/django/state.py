@@ -31,11 +31,24 @@ def get_app() -> DjangoApp:
     global _app
     with _lock:
         if _app is None:
-            app = build_app(get_settings())
-            register_queues(app)
-            close_stale_connections(app)
-            _app = app
+            _app = new_app(set_as_current=True)
         return _app
+
+
+def new_app(*, set_as_current: bool) -> DjangoApp:
+    """A new App of ``settings.VENTURI``, its queues registered."""
+    app = build_app(get_settings(), set_as_current=set_as_current)
+    register_queues(app)
+    close_stale_connections(app)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """``command_app``: an App of its own for each ``manage.py venturi`` command, which
+    closes it when done (so the process's App, ``get_app()``, stays open)."""
+    if name == "command_app":
+        return new_app(set_as_current=False)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register_queues(app: DjangoApp) -> None:

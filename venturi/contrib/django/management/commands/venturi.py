@@ -1,8 +1,8 @@
 """``manage.py venturi COMMAND ...``: the ``venturi`` CLI on the project's App.
 
 Every subcommand and option is the CLI's own (``venturi.cli``), run with
-``--app venturi.contrib.django:app``, the App of ``settings.VENTURI`` with
-every installed app's tasks imported. One option is added for ``worker``:
+``--app venturi.contrib.django.state:command_app``, an App of
+``settings.VENTURI`` (with every installed app's tasks imported at startup). One option is added for ``worker``:
 ``--queues a,b`` serves those Django queues (their kinds, ``kinds.py``),
 with any ``--kinds`` given beside it; without either a worker serves every
 Django queue and every plain venturi task.
@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from venturi import cli
 from venturi.contrib.django import kinds
 
-APP_SPEC = "venturi.contrib.django:app"
+APP_SPEC = "venturi.contrib.django.state:command_app"
 
 
 def _queues(text: str) -> list[str]:
