@@ -42,7 +42,12 @@ def rows(app: venturi.App) -> list[venturi.types.JobRow]:
 
 def test_the_backend_says_it_supports_what_django_asks(queue):
     b = backend()
-    assert (b.supports_defer, b.supports_async_task, b.supports_get_result, b.supports_priority) == (
+    assert (
+        b.supports_defer,
+        b.supports_async_task,
+        b.supports_get_result,
+        b.supports_priority,
+    ) == (
         True,
         True,
         True,
@@ -63,7 +68,7 @@ def test_enqueue_returns_a_ready_result_with_the_calls_fields(queue):
     assert (result.errors, result.worker_ids, result.attempts) == ([], [], 0)
     assert not result.is_finished
     with pytest.raises(ValueError, match="not finished"):
-        result.return_value
+        _ = result.return_value
 
     stored = backend().get_result(result.id)
     assert stored.id == result.id and stored.status == compat.TaskResultStatus.READY
@@ -102,7 +107,7 @@ def test_a_failure_carries_the_exception_class_and_traceback(queue):
     assert 'tasks.py", line' in error.traceback and "raise ValueError(message)" in error.traceback
     assert result.finished_at is not None and result.worker_ids == [WORKER_ID]
     with pytest.raises(ValueError, match="failed"):
-        result.return_value
+        _ = result.return_value
 
 
 def test_one_attempt_by_default_so_a_failure_is_final(queue):

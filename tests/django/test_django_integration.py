@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from urllib.parse import urlencode
 
 import psycopg
@@ -148,7 +147,12 @@ def test_worker_queues_become_kinds():
     assert cli_argv(["worker", "--queues", "a", "--kinds", "djtest.plain"])[4] == (
         "django:a,django:a:async,djtest.plain"
     )
-    assert cli_argv(["stats", "--json"]) == ["--app", "venturi.contrib.django.state:command_app", "stats", "--json"]
+    assert cli_argv(["stats", "--json"]) == [
+        "--app",
+        "venturi.contrib.django.state:command_app",
+        "stats",
+        "--json",
+    ]
 
 
 def test_manage_py_venturi_runs_the_clis_commands_on_the_projects_queue(queue, capsys):

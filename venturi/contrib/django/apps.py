@@ -6,7 +6,7 @@ from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
 
-class VenturiConfig(AppConfig):
+class VenturiConfig(AppConfig):  # type: ignore[misc]
     name = "venturi.contrib.django"
     label = "venturi"
     verbose_name = "venturi"
@@ -21,4 +21,4 @@ class VenturiConfig(AppConfig):
         if config.autodiscover:
             autodiscover_modules("tasks")
         if config.worker_in_server is not None:
-            server.arm(config)
+            server.arm(config.worker_in_server, config.grace)

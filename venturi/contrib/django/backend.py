@@ -113,7 +113,7 @@ def django_connection() -> object | None:
         return None
     wrapper = connections[config.database]
     wrapper.ensure_connection()
-    raw = wrapper.connection
+    raw: object = wrapper.connection
     if type(raw).__module__.split(".")[0] != "psycopg":
         raise ImproperlyConfigured(
             f"VENTURI['DATABASE'] = {config.database!r} uses {type(raw).__module__}; "

@@ -40,8 +40,8 @@ _MAY_CHANGE_ENVIRON = "HTTP_X_VENTURI_MAY_CHANGE"
 CHANGES = ("staff", "superuser", "none")
 
 _lock = threading.Lock()
-#: The dashboard and the App it was built on (rebuilt when ``state.reset`` made a new one).
-_built: tuple[Any, Callable[..., Any]] | None = None
+#: The App the dashboard was built on, and the dashboard (rebuilt for a new App).
+_built: dict[str, Any] = {}
 
 
 def _changes() -> str:
@@ -59,22 +59,23 @@ def _may_change(request: Any) -> bool:
 
 def wsgi_app() -> Callable[..., Any]:
     """The dashboard of the project's App, built once per App."""
-    global _built
     from venturi.dashboard import create_wsgi_app
 
     app = state.get_app()
     with _lock:
-        if _built is None or _built[0] is not app:
+        if _built.get("app") is not app:
             secret = hmac.new(
                 settings.SECRET_KEY.encode(), b"venturi.dashboard", hashlib.sha256
             ).digest()
-            _built = (app, create_wsgi_app(app, authorize=_may_change, secret=secret))
-        return _built[1]
+            _built["app"] = app
+            _built["dashboard"] = create_wsgi_app(app, authorize=_may_change, secret=secret)
+        dashboard: Callable[..., Any] = _built["dashboard"]
+        return dashboard
 
 
 def _environ(request: HttpRequest, path: str, may_change: bool) -> dict[str, Any]:
     """A WSGI environ for the dashboard, mounted where this view's pattern starts."""
-    environ = {k: v for k, v in request.META.items() if isinstance(v, str)}
+    environ: dict[str, Any] = {k: v for k, v in request.META.items() if isinstance(v, str)}
     mount = request.path[: len(request.path) - len(path)].rstrip("/")
     environ.update(
         {
@@ -104,8 +105,8 @@ def _is_staff(user: Any) -> bool:
     return bool(user.is_active and user.is_staff)
 
 
-@csrf_exempt
-@user_passes_test(_is_staff)
+@csrf_exempt  # type: ignore[untyped-decorator]
+@user_passes_test(_is_staff)  # type: ignore[untyped-decorator]
 def dashboard_view(request: HttpRequest, path: str = "") -> HttpResponse:
     """Serve one dashboard request for a staff user."""
     changes = _changes()

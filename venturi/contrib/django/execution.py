@@ -96,6 +96,7 @@ class _Run:
 
 def run_task(
     ctx: Context,
+    *,
     task: str,
     args: list[Any],
     kwargs: dict[str, Any],
@@ -115,6 +116,7 @@ def run_task(
 
 async def arun_task(
     ctx: Context,
+    *,
     task: str,
     args: list[Any],
     kwargs: dict[str, Any],

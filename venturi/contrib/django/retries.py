@@ -55,11 +55,11 @@ class RetryPolicy:
         if not 1 <= attempts <= BACKSTOP:
             raise ImproperlyConfigured(f"max_attempts must be 1..{BACKSTOP}, got {attempts}")
         backoff = self.backoff
-        if backoff is not None and not callable(backoff):
-            if isinstance(backoff, bool) or not isinstance(backoff, int | float) or backoff < 0:
-                raise ImproperlyConfigured(
-                    f"backoff must be seconds, a function or None, got {backoff!r}"
-                )
+        is_seconds = isinstance(backoff, int | float) and not isinstance(backoff, bool)
+        if not (backoff is None or callable(backoff) or (is_seconds and backoff >= 0)):
+            raise ImproperlyConfigured(
+                f"backoff must be seconds, a function or None, got {backoff!r}"
+            )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> RetryPolicy:

@@ -40,7 +40,6 @@ from django.core.signals import request_started
 
 from venturi import Worker
 from venturi.contrib.django import kinds, state
-from venturi.contrib.django.conf import VenturiSettings
 
 logger = logging.getLogger(__name__)
 
@@ -93,22 +92,21 @@ class ServerWorker:
         signal.signal(signal.SIGTERM, on_sigterm)
 
 
-_server_worker: ServerWorker | None = None
+_armed: list[ServerWorker] = []
 
 
-def arm(config: VenturiSettings) -> ServerWorker:
+def arm(options: Mapping[str, Any], grace: float) -> ServerWorker:
     """Start the worker at this process's first request; stop it at exit and SIGTERM."""
-    global _server_worker
-    if _server_worker is None:
-        assert config.worker_in_server is not None
-        _server_worker = ServerWorker(config.worker_in_server, config.grace)
-        request_started.connect(_server_worker._on_request, dispatch_uid="venturi.server")
-        atexit.register(_server_worker.stop)
+    if not _armed:
+        worker = ServerWorker(options, grace)
+        request_started.connect(worker._on_request, dispatch_uid="venturi.server")
+        atexit.register(worker.stop)
         if threading.current_thread() is threading.main_thread():
-            _server_worker._install_sigterm_handler()
-    return _server_worker
+            worker._install_sigterm_handler()
+        _armed.append(worker)
+    return _armed[0]
 
 
 def server_worker() -> ServerWorker | None:
     """The armed in-server worker, if ``WORKER_IN_SERVER`` is set."""
-    return _server_worker
+    return _armed[0] if _armed else None

@@ -10,29 +10,35 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from venturi.contrib.django.connections import close_stale_connections
 from venturi.contrib.django.conf import DjangoApp, VenturiSettings, build_app
+from venturi.contrib.django.connections import close_stale_connections
 
 _lock = threading.RLock()
-_app: DjangoApp | None = None
-_settings: VenturiSettings | None = None
+
+
+class _Process:
+    """What this process has built from the settings."""
+
+    app: DjangoApp | None = None
+    settings: VenturiSettings | None = None
+
+
+_process = _Process()
 
 
 def get_settings() -> VenturiSettings:
-    global _settings
     with _lock:
-        if _settings is None:
-            _settings = VenturiSettings.load()
-        return _settings
+        if _process.settings is None:
+            _process.settings = VenturiSettings.load()
+        return _process.settings
 
 
 def get_app() -> DjangoApp:
     """The App of ``settings.VENTURI``; every VenturiBackend's queues are its kinds."""
-    global _app
     with _lock:
-        if _app is None:
-            _app = new_app(set_as_current=True)
-        return _app
+        if _process.app is None:
+            _process.app = new_app(set_as_current=True)
+        return _process.app
 
 
 def new_app(*, set_as_current: bool) -> DjangoApp:
@@ -102,8 +108,7 @@ def backend_class() -> type:
 
 def reset() -> None:
     """Close and forget the App and settings (tests that change ``VENTURI``/``TASKS``)."""
-    global _app, _settings
     with _lock:
-        app, _app, _settings = _app, None, None
+        app, _process.app, _process.settings = _process.app, None, None
     if app is not None:
         app.close()

@@ -1,11 +1,11 @@
 """``manage.py venturi COMMAND ...``: the ``venturi`` CLI on the project's App.
 
 Every subcommand and option is the CLI's own (``venturi.cli``), run with
-``--app venturi.contrib.django.state:command_app``, an App of
-``settings.VENTURI`` (with every installed app's tasks imported at startup). One option is added for ``worker``:
-``--queues a,b`` serves those Django queues (their kinds, ``kinds.py``),
-with any ``--kinds`` given beside it; without either a worker serves every
-Django queue and every plain venturi task.
+``--app venturi.contrib.django.state:command_app``: an App of
+``settings.VENTURI``, every installed app's tasks imported at startup. One
+option is added for ``worker``: ``--queues a,b`` serves those Django queues
+(their kinds, ``kinds.py``), with any ``--kinds`` given beside it; without
+either a worker serves every Django queue and every plain venturi task.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def cli_argv(argv: list[str]) -> list[str]:
     return ["--app", APP_SPEC, "worker", "--kinds", ",".join(served), *rest]
 
 
-class Command(BaseCommand):
+class Command(BaseCommand):  # type: ignore[misc]
     help = (
         "venturi's command line on this project's queue: worker [--queues Q,...], beat, "
         "migrate, jobs, stats, workers, cleanup, dashboard, ... (manage.py venturi --help)"
