@@ -85,17 +85,21 @@ def queue_task(app: DjangoApp, kind: str) -> Any:
 
 
 def venturi_backends() -> list[Any]:
-    """The configured ``TASKS`` backends that are VenturiBackends."""
+    """The configured ``TASKS`` backends that are VenturiBackends (others are not built)."""
     from django.conf import settings
+    from django.utils.module_loading import import_string
 
     from venturi.contrib.django.backend import VenturiBackend
     from venturi.contrib.django.compat import task_backends
 
     found = []
-    for alias in getattr(settings, "TASKS", {}):
-        backend = task_backends[alias]
-        if isinstance(backend, VenturiBackend):
-            found.append(backend)
+    for alias, params in getattr(settings, "TASKS", {}).items():
+        try:
+            cls = import_string(params["BACKEND"])
+        except (ImportError, KeyError):
+            continue  # not ours; Django reports it when that backend is used
+        if isinstance(cls, type) and issubclass(cls, VenturiBackend):
+            found.append(task_backends[alias])
     return found
 
 
