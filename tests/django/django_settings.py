@@ -59,3 +59,6 @@ VENTURI = {
     "PREFIX": os.environ.get("VENTURI_DJANGO_PREFIX", f"dj_{secrets.token_hex(4)}"),
 }
 LOGIN_URL = "/login/"
+if os.environ.get("VENTURI_DJANGO_WORKER_IN_SERVER"):
+    VENTURI["WORKER_IN_SERVER"] = {"concurrency": 2, "queues": ["default"]}
+    VENTURI["GRACE"] = 5.0

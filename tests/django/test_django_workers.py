@@ -147,3 +147,52 @@ def test_a_worker_stops_gracefully_on_sigterm(queue, start_worker):
     assert worker.wait(timeout=30) == 0
     output = worker.stdout.read() if worker.stdout else ""
     assert "stopped" in output
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_worker_threads_in_the_web_server_start_at_its_first_request(queue, worker_env):
+    import urllib.error
+    import urllib.request
+
+    port = free_port()
+    env = {**worker_env, "VENTURI_DJANGO_WORKER_IN_SERVER": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        result = tasks.calculate.enqueue(2, 2)
+
+        def answers() -> bool:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/nothing-here", timeout=2)
+            except urllib.error.HTTPError:
+                return True
+            except OSError:
+                return False
+            return True
+
+        time.sleep(1.0)
+        result.refresh()
+        assert result.status == compat.TaskResultStatus.READY  # no request yet, no worker
+        wait_for(answers)
+        wait_for(lambda: finished(result))
+        assert result.return_value == 4
+        assert result.worker_ids == [f"{worker_host()}:{server.pid}"]
+        assert [w.id for w in queue.workers()] == [f"{worker_host()}:{server.pid}"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        status = server.wait(timeout=30)
+    output = server.stdout.read() if server.stdout else ""
+    assert status == 0, output
+    assert queue.workers() == []  # stopped gracefully: it deregistered (ADR 0119)
