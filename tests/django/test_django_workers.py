@@ -196,3 +196,43 @@ def test_worker_threads_in_the_web_server_start_at_its_first_request(queue, work
     output = server.stdout.read() if server.stdout else ""
     assert status == 0, output
     assert queue.workers() == []  # stopped gracefully: it deregistered (ADR 0119)
+
+
+def test_manage_py_venturi_beat_enqueues_the_projects_schedules(queue, worker_env):
+    beat = subprocess.Popen(
+        [*MANAGE, "beat"], env=worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for(lambda: queue.count_jobs(kind="djtest.every_minute") > 0, timeout=90)
+    finally:
+        beat.send_signal(signal.SIGTERM)
+        assert beat.wait(timeout=30) == 0
+
+
+def test_manage_py_venturi_dashboard_serves_the_projects_queue(queue, worker_env):
+    import urllib.request
+
+    result = tasks.calculate.enqueue(3, 4)
+    port = free_port()
+    dashboard = subprocess.Popen(
+        [*MANAGE, "dashboard", "--port", str(port), "--read-only"],
+        env=worker_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pages: list[str] = []
+
+    def page() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/jobs/{result.id}") as r:
+                pages.append(r.read().decode())
+        except OSError:
+            return False
+        return True
+
+    try:
+        wait_for(page, timeout=30)
+    finally:
+        dashboard.send_signal(signal.SIGTERM)
+        assert dashboard.wait(timeout=30) == 0
+    assert result.id in pages[0] and "django:default" in pages[0]

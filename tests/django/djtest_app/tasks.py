@@ -100,3 +100,8 @@ def slow_first_run(marker: str) -> str:
 @venturi.task(kind="djtest.plain")
 def plain(x: int) -> int:
     return x * 2
+
+
+@venturi.task(kind="djtest.every_minute", schedule="* * * * *")
+def every_minute() -> str:
+    return "tick"
