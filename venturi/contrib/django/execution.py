@@ -35,7 +35,7 @@ from django.utils import timezone
 from venturi import Context, Fail, Retry
 from venturi.contrib.django import compat, retries, state
 from venturi.contrib.django.results import run_record, to_task_result
-from venturi.errors import describe_exception
+from venturi.errors import ConfigurationError, describe_exception
 
 _ATTEMPT_ENDING_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
 
@@ -44,9 +44,11 @@ class _Run:
     """One attempt of one Django task, between its start and its outcome."""
 
     def __init__(self, ctx: Context) -> None:
-        assert ctx.job_id is not None, "Django tasks run in a worker"
-        app = state.get_app()
-        detail = app.job(ctx.job_id)
+        if ctx.job_id is None:
+            raise ConfigurationError(
+                f"{ctx.kind} runs Django tasks of stored jobs; call the Django task itself instead"
+            )
+        detail = state.get_app().job(ctx.job_id)
         self.result: Any = to_task_result(detail)
         self.worker_id = detail.job.claimed_by or "unknown"
         self.started_at = timezone.now()
