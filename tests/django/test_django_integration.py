@@ -17,6 +17,7 @@ import venturi
 from venturi import Status
 from venturi.contrib.django import VenturiBackend, compat, enqueue_on_commit, get_app, state
 from venturi.contrib.django.management.commands.venturi import cli_argv
+from venturi.registry import set_current_app
 from venturi.testing import drain
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,12 +82,23 @@ def test_plain_venturi_tasks_enqueue_on_djangos_connection_too(queue):
 
 
 @pytest.fixture
-def url_mode(settings, queue):
+def other_settings(settings, queue):
+    """Lets a test build the App of other VENTURI settings; the project's App
+    (the one its tasks are bound to) is put back afterwards."""
+    saved = state._process.app, state._process.settings
+    state._process.app = state._process.settings = None
+    yield settings
+    if state._process.app is not None:
+        state._process.app.close()
+    state._process.app, state._process.settings = saved
+    set_current_app(queue)
+
+
+@pytest.fixture
+def url_mode(other_settings, queue):
     """VENTURI["DATABASE"] as a URL (the same database and prefix)."""
-    settings.VENTURI = {"DATABASE": queue.database_url, "PREFIX": queue.prefix}
-    state.reset()
-    yield get_app()
-    state.reset()
+    other_settings.VENTURI = {"DATABASE": queue.database_url, "PREFIX": queue.prefix}
+    return get_app()
 
 
 def test_with_a_url_an_enqueue_commits_on_its_own(url_mode):
@@ -111,17 +123,13 @@ def test_with_a_url_enqueue_on_commit_follows_the_transaction(url_mode):
     assert row.payload["args"] == [3, 4]
 
 
-def test_unknown_settings_are_refused(settings):
-    settings.VENTURI = {"DATABASE": "default", "PREFIXX": "x"}
-    state.reset()
-    try:
-        with pytest.raises(ImproperlyConfigured, match="unknown keys PREFIXX"):
-            get_app()
-        settings.VENTURI = {"DATABASE": "nowhere"}
-        with pytest.raises(ImproperlyConfigured, match="neither a DATABASES alias"):
-            get_app()
-    finally:
-        state.reset()
+def test_unknown_settings_are_refused(other_settings):
+    other_settings.VENTURI = {"DATABASE": "default", "PREFIXX": "x"}
+    with pytest.raises(ImproperlyConfigured, match="unknown keys PREFIXX"):
+        get_app()
+    other_settings.VENTURI = {"DATABASE": "nowhere"}
+    with pytest.raises(ImproperlyConfigured, match="neither a DATABASES alias"):
+        get_app()
 
 
 def test_a_backend_without_queues_is_refused():
@@ -237,3 +245,20 @@ def test_superuser_only_changes(queue, client, staff, settings):
     )
     assert refused.status_code == 403
     assert queue.job(result.id).job.status is Status.PENDING
+
+
+def test_the_alias_becomes_a_libpq_string_that_keeps_awkward_values(settings):
+    from psycopg.conninfo import conninfo_to_dict
+
+    from venturi.contrib.django.conf import alias_url
+
+    settings.DATABASES["awkward"] = {
+        **settings.DATABASES["default"],
+        "PASSWORD": "it's a \\ secret",
+        "NAME": "my db",
+    }
+    try:
+        params = conninfo_to_dict(alias_url("awkward"))
+    finally:
+        del settings.DATABASES["awkward"]
+    assert params["password"] == "it's a \\ secret" and params["dbname"] == "my db"

@@ -27,10 +27,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from psycopg.conninfo import make_conninfo
 
-from venturi import App
+from venturi import App, Task
 from venturi.backend import Backend
+from venturi.schedule import Schedule
 
 DEFAULT_DATABASE = "default"
 _KNOWN_KEYS = frozenset(
@@ -114,8 +114,17 @@ def alias_url(alias: str) -> str:
             "venturi needs PostgreSQL"
         )
     params = wrapper.get_connection_params()
-    libpq = {k: v for k, v in params.items() if k not in _NOT_LIBPQ and v not in (None, "")}
-    return make_conninfo("", **libpq)
+    return " ".join(
+        f"{key}={_libpq_value(value)}"
+        for key, value in params.items()
+        if key not in _NOT_LIBPQ and value not in (None, "")
+    )
+
+
+def _libpq_value(value: object) -> str:
+    """A value of a libpq ``key=value`` string: quoted, quotes and backslashes escaped."""
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
 
 
 class DjangoApp(App):
@@ -138,12 +147,34 @@ class DjangoApp(App):
         return super().backend
 
 
-def build_app(config: VenturiSettings, *, set_as_current: bool = True) -> DjangoApp:
-    """The App of these settings; opens no connection."""
+class CommandApp(DjangoApp):
+    """The App of one ``manage.py venturi`` command: connections of its own (the CLI
+    closes them when the command ends), the tasks and schedules of the process's App
+    (``venturi.contrib.django.get_app()``, which stays open)."""
+
+    def __init__(self, project: App, resolve_url: Callable[[], str], **options: Any) -> None:
+        super().__init__(resolve_url, set_as_current=False, **options)
+        self.project = project
+
+    def tasks(self) -> Mapping[str, Task[Any, Any]]:
+        return self.project.tasks()
+
+    def schedules(self) -> list[Schedule]:
+        return self.project.schedules()
+
+
+def _resolver(config: VenturiSettings) -> Callable[[], str]:
     database = config.database
-    resolve: Callable[[], str] = (
-        (lambda: database) if config.is_url else (lambda: alias_url(database))
-    )
-    return DjangoApp(
-        resolve, prefix=config.prefix, direct_url=config.direct_url, set_as_current=set_as_current
+    return (lambda: database) if config.is_url else (lambda: alias_url(database))
+
+
+def build_app(config: VenturiSettings) -> DjangoApp:
+    """The process's App of these settings (the current App); opens no connection."""
+    return DjangoApp(_resolver(config), prefix=config.prefix, direct_url=config.direct_url)
+
+
+def build_command_app(config: VenturiSettings, project: App) -> CommandApp:
+    """An App for one CLI command, serving ``project``'s tasks; opens no connection."""
+    return CommandApp(
+        project, _resolver(config), prefix=config.prefix, direct_url=config.direct_url
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from venturi.contrib.django.conf import DjangoApp, VenturiSettings, build_app
+from venturi.contrib.django.conf import DjangoApp, VenturiSettings, build_app, build_command_app
 from venturi.contrib.django.connections import close_stale_connections
 
 _lock = threading.RLock()
@@ -37,23 +37,20 @@ def get_app() -> DjangoApp:
     """The App of ``settings.VENTURI``; every VenturiBackend's queues are its kinds."""
     with _lock:
         if _process.app is None:
-            _process.app = new_app(set_as_current=True)
+            app = build_app(get_settings())
+            register_queues(app)
+            close_stale_connections(app)
+            _process.app = app
         return _process.app
-
-
-def new_app(*, set_as_current: bool) -> DjangoApp:
-    """A new App of ``settings.VENTURI``, its queues registered."""
-    app = build_app(get_settings(), set_as_current=set_as_current)
-    register_queues(app)
-    close_stale_connections(app)
-    return app
 
 
 def __getattr__(name: str) -> Any:
     """``command_app``: an App of its own for each ``manage.py venturi`` command, which
     closes it when done (so the process's App, ``get_app()``, stays open)."""
     if name == "command_app":
-        return new_app(set_as_current=False)
+        app = build_command_app(get_settings(), get_app())
+        close_stale_connections(app)
+        return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
