@@ -107,7 +107,12 @@ def run_task(
     backend: str,
     run_after: str | None = None,
 ) -> Any:
-    """The handler of ``django:<queue>``: one attempt of a plain-function task."""
+    """The handler of ``django:<queue>``: one attempt of a plain-function task.
+
+    The parameters are the payload ``VenturiBackend.enqueue`` writes, so that
+    venturi checks a stored job against them before the run; the run itself
+    reads the call from the ``TaskResult`` (the same payload, read back).
+    """
     run = _Run(ctx)
     try:
         raw = run.task.call(*run.call_args, **run.result.kwargs)
