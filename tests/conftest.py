@@ -70,7 +70,7 @@ def prefix(database_url: str) -> Iterator[str]:
 
 def drop_prefix(database_url: str, prefix: str) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
+        for table in ("fair_cursors", "claim_limits", "workers", "journal", "jobs", "migrations"):
             conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
 
 
@@ -78,7 +78,10 @@ def drop_prefix(database_url: str, prefix: str) -> None:
 def app(database_url: str, prefix: str) -> Iterator[venturi.App]:
     """An App on this module's prefix with empty tables; the current App for ``@task``."""
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits")
+        conn.execute(
+            f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits,"
+            f" {prefix}_fair_cursors"
+        )
     instance = venturi.App(database_url, prefix=prefix)
     yield instance
     instance.close()

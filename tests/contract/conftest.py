@@ -51,7 +51,10 @@ def build_backend(
 def backend(database_url: str, prefix: str, build_backend: Callable[[], Backend]) -> Backend:
     """The Backend under test, on this module's prefix with empty tables."""
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits")
+        conn.execute(
+            f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits,"
+            f" {prefix}_fair_cursors"
+        )
     return build_backend()
 
 

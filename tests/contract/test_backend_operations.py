@@ -167,7 +167,7 @@ def fresh_prefix(database_url: str) -> Iterator[str]:
     value = f"t_{secrets.token_hex(5)}"
     yield value
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
+        for table in ("fair_cursors", "claim_limits", "workers", "journal", "jobs", "migrations"):
             conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 

@@ -33,7 +33,7 @@ def fresh_prefixes(conn: psycopg.Connection[Any]) -> Iterator[list[str]]:
 
     yield [make(), make()]
     for value in made:
-        for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
+        for table in ("fair_cursors", "claim_limits", "workers", "journal", "jobs", "migrations"):
             conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 

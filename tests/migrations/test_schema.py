@@ -72,7 +72,7 @@ def conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 def fresh_prefix(conn: psycopg.Connection[Any]) -> Iterator[str]:
     value = f"s_{secrets.token_hex(5)}"
     yield value
-    for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
+    for table in ("fair_cursors", "claim_limits", "workers", "journal", "jobs", "migrations"):
         conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 
