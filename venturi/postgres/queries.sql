@@ -764,7 +764,7 @@ WITH RECURSIVE after_key AS (
     ) AS fair_key
 ), tiers AS (
     SELECT t.tier
-    FROM unnest('{0,1,2}'::smallint[]) AS t(tier)
+    FROM unnest(ARRAY[0, 1, 2]::smallint[]) AS t(tier)
     WHERE EXISTS (
         SELECT 1 FROM {{prefix}}_jobs
         WHERE status = 'pending' AND fair_key IS NOT NULL AND kind = %(kind)s AND priority = t.tier
