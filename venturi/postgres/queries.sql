@@ -747,8 +747,11 @@ SELECT count(*) AS promoted FROM promoted
 -- visible_at): each step is one descent that returns the next key of the tier
 -- and its soonest visible_at, so a key costs one probe however many rows it
 -- holds; the branches of the LATERAL are tried in order (same tier after the
--- previous key, then the tier's keys up to the cursor, then the next tier that
--- has keyed rows, `tiers`) and LIMIT 1 stops at the first that finds a key.
+-- previous key: up to the end before the wrap, up to the cursor after it; then
+-- the tier's first key, wrapped; then the next tier that has keyed rows,
+-- `tiers`, after the cursor or wrapped) and LIMIT 1 stops at the first that
+-- finds a key. Each branch's bounds are index conditions, gated by `wrapped`:
+-- a bound left as a filter would walk every row after the cursor at the wrap.
 -- `turns` reads the recursion lazily: it stops after `limit` keys with a
 -- visible job, so a claim costs O(limit) probes, not O(keys). Each turn's key is
 -- then probed for its visible jobs (a range of the same index, nothing later is
@@ -776,11 +779,19 @@ WITH RECURSIVE after_key AS (
     FROM rotation AS p
     CROSS JOIN after_key AS a
     CROSS JOIN LATERAL (
-        (SELECT p.tier, p.wrapped, j.fair_key, j.visible_at
+        (SELECT p.tier AS tier, false AS wrapped, j.fair_key, j.visible_at
          FROM {{prefix}}_jobs AS j
-         WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+         WHERE NOT p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
            AND j.priority = p.tier AND j.fair_key > p.fair_key
-           AND (NOT p.wrapped OR j.fair_key <= a.fair_key)
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT p.tier, true, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key > p.fair_key AND j.fair_key <= a.fair_key
          ORDER BY j.fair_key, j.visible_at
          LIMIT 1)
         UNION ALL
