@@ -148,3 +148,11 @@ def test_the_plan_of_tasks_knows_their_fair_kinds() -> None:
         "plain": Task(build, TaskOptions.parse(kind="plain"), app=None),
     }
     assert ClaimPlan.for_tasks(tasks).fair == frozenset({"fair"})
+
+
+def test_signatures_and_group_members_carry_the_key_of_their_own_arguments() -> None:
+    fair = _task(build, fair_key=lambda tenant, **_: tenant)
+
+    members = [fair.s("acme", "weekly"), fair.si(tenant="globex", report="daily")]
+
+    assert [m.new_job().fair_key for m in members] == ["acme", "globex"]
