@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
-from support import Database
+from support import PREFIX_TABLES, Database
 
 import venturi
 from venturi.postgres.embedded import embedded_database_url
@@ -70,7 +70,7 @@ def prefix(database_url: str) -> Iterator[str]:
 
 def drop_prefix(database_url: str, prefix: str) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("edges", "steps", "claim_limits", "workers", "journal", "jobs", "migrations"):
+        for table in PREFIX_TABLES:
             conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
 
 
@@ -80,7 +80,7 @@ def app(database_url: str, prefix: str) -> Iterator[venturi.App]:
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(
             f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits,"
-            f" {prefix}_steps, {prefix}_edges"
+            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors"
         )
     instance = venturi.App(database_url, prefix=prefix)
     yield instance

@@ -11,6 +11,19 @@ from typing import Any
 
 import psycopg
 
+#: Every table a migrated prefix has (newest first, so dependants go before what
+#: they reference), for tests that drop a prefix of their own.
+PREFIX_TABLES = (
+    "fair_cursors",
+    "edges",
+    "steps",
+    "claim_limits",
+    "workers",
+    "journal",
+    "jobs",
+    "migrations",
+)
+
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, every: float = 0.02) -> Any:
     """Poll ``predicate`` until it is truthy; a bound against hanging, not a timing assert."""

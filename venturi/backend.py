@@ -450,3 +450,22 @@ class Backend(Protocol):
         """The workflow the job (or waiting step) ``job_id`` is a step of; None for a
         plain job or an unknown id."""
         ...
+
+    def claim_fair(
+        self,
+        *,
+        kind: str,
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        horizon: timedelta = timedelta(0),
+    ) -> list[ClaimedJob]:
+        """``claim`` for one kind whose jobs carry a fair key (ADR 0129): the keys take turns.
+
+        Tiers stay strict; within a tier, the keys with a visible job are served
+        one job each, starting after the key the kind's previous fair claim
+        served last (wrapping around), before any key gets a second job. The
+        jobs come back in that order. Jobs of the kind without a key are not
+        claimed here.
+        """
+        ...

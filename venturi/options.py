@@ -7,13 +7,19 @@ Both fail before any I/O (STYLE R15) with a typed error naming the bad value.
 Limits that protect the database's btree indexes (an index entry must stay
 under ~2.7 kB): a kind is at most ``MAX_KIND_BYTES`` and a dedup key at most
 ``MAX_DEDUP_KEY_BYTES`` bytes of UTF-8.
+
+A fair key (ADR 0129) is checked twice: the function's signature against the
+handler's at decoration (``check_fair_key_fits``), its value at every enqueue
+(``validate_fair_key``); it is at most ``MAX_FAIR_KEY_BYTES``, since it sits in
+the fair claim's index beside the kind.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -32,6 +38,7 @@ from venturi.types import Priority, RateLimit
 
 MAX_KIND_BYTES: Final = 255
 MAX_DEDUP_KEY_BYTES: Final = 1024
+MAX_FAIR_KEY_BYTES: Final = 255
 
 #: The backstop of a task that declares none (ADR 13).
 DEFAULT_MAX_FAILURES: Final = 20
@@ -77,6 +84,11 @@ class TaskOptions:
             across every worker of the prefix (ADR 0128); ``None`` (default): none.
         rate_limit: at most this many starts per period across every worker of
             the prefix, ``"<n>/s"``, ``"<n>/m"`` or ``"<n>/h"`` (ADR 0128).
+        fair_key: ``f(**arguments) -> str``: the key (a tenant, an account) a
+            call's claims rotate by within the kind, so one key's backlog never
+            starves another key's jobs (ADR 0129). Called like ``dedup``, so it
+            must accept the handler's arguments by name (``lambda tenant, **_:
+            tenant``), checked at decoration. ``None`` (default): plain claims.
     """
 
     kind: str | None = None
@@ -93,6 +105,7 @@ class TaskOptions:
     time_limit: timedelta | None = None
     global_concurrency: int | None = None
     rate_limit: RateLimit | None = None
+    fair_key: Callable[..., object] | None = None
 
     @classmethod
     def parse(cls, **options: Any) -> TaskOptions:
@@ -135,6 +148,8 @@ class TaskOptions:
             )
         if options.get("rate_limit") is not None:
             values["rate_limit"] = parse_rate_limit(options["rate_limit"])
+        if options.get("fair_key") is not None:
+            values["fair_key"] = _fair_key_option(options["fair_key"], values)
         if options.get("schedule") is not None:
             values["schedule"] = _schedule_option(
                 options["schedule"], values.get("timezone", "UTC")
@@ -218,6 +233,55 @@ def validate_dedup_key(value: object, kind: str, source: str) -> str:
     return key
 
 
+def validate_fair_key(value: object, kind: str) -> str:
+    """The fair key a task's ``fair_key`` function gave: non-empty text of at most
+    ``MAX_FAIR_KEY_BYTES``, no control characters (``InvalidPayload`` otherwise)."""
+    if not isinstance(value, str):
+        raise InvalidPayload(
+            f"the fair_key function of {kind!r} must return a str, got {value!r}"
+            " (convert it, e.g. str(tenant_id))"
+        )
+    if not value:
+        raise InvalidPayload(f"the fair_key function of {kind!r} returned an empty string")
+    if _CONTROL.search(value):
+        raise InvalidPayload(f"fair key {value!r} of {kind!r} contains control characters")
+    if not is_storable_text(value):
+        raise InvalidPayload(f"fair key {value!r} of {kind!r} is not valid UTF-8")
+    size = len(value.encode())
+    if size > MAX_FAIR_KEY_BYTES:
+        raise InvalidPayload(
+            f"fair key of {kind!r} is {size} bytes, over {MAX_FAIR_KEY_BYTES}; "
+            "use a shorter key (a tenant id rather than a name)"
+        )
+    return value
+
+
+def check_fair_key_fits(
+    fair_key: Callable[..., object], parameters: Sequence[inspect.Parameter], kind: str
+) -> None:
+    """At decoration: ``fair_key`` must accept, by name, every argument the handler's
+    calls can pass it (``ConfigurationError`` naming what it must accept otherwise)."""
+    try:
+        accepted = inspect.signature(fair_key)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"cannot read the signature of fair_key {fair_key!r}: {exc}"
+        ) from exc
+    names = [p.name for p in parameters if p.kind is not p.VAR_KEYWORD]
+    takes_extras = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    wanted = f"({', '.join([*names, '**_'] if takes_extras else names)})"
+    hint = (
+        f"fair_key of {kind!r} is called with the handler's arguments by name, "
+        f"{wanted}; accept them, e.g. lambda {', '.join([*names[:1], '**_'])}: ..."
+    )
+    try:
+        accepted.bind(**dict.fromkeys(names))
+    except TypeError as exc:
+        raise ConfigurationError(f"{hint} ({exc})") from None
+    if takes_extras and not any(p.kind is p.VAR_KEYWORD for p in accepted.parameters.values()):
+        raise ConfigurationError(f"{hint} (the handler takes **kwargs, so fair_key must too)")
+
+
 def to_timedelta(value: object) -> timedelta | None:
     """A timedelta from a timedelta or a finite number of seconds; None if it is neither."""
     if isinstance(value, timedelta):
@@ -263,6 +327,19 @@ def _callable_option(name: str, value: object) -> Callable[..., Any]:
     if not callable(value):
         raise ConfigurationError(f"{name} must be callable, got {value!r}")
     return value
+
+
+def _fair_key_option(value: object, values: dict[str, Any]) -> Callable[..., object]:
+    """Callable, and not beside a global cap or rate limit: the two claim paths are not
+    combined (ADR 0129)."""
+    fair_key = _callable_option("fair_key", value)
+    limited = [name for name in ("global_concurrency", "rate_limit") if name in values]
+    if limited:
+        raise ConfigurationError(
+            f"fair_key cannot be combined with {' or '.join(limited)} on one task yet;"
+            " declare either fair claims or limits across workers"
+        )
+    return fair_key
 
 
 def _positive_int(name: str, value: object) -> int:

@@ -32,9 +32,11 @@ from venturi.options import (
     DEFAULT_LEASE,
     DEFAULT_MAX_FAILURES,
     TaskOptions,
+    check_fair_key_fits,
     to_timedelta,
     validate_dedup_key,
     validate_delay,
+    validate_fair_key,
     validate_kind,
     validate_priority,
 )
@@ -109,6 +111,13 @@ class Task(Generic[P, R]):
             raise ConfigurationError(
                 f"task {self.kind!r} has a schedule, so it is enqueued without arguments, but "
                 f"its handler requires {', '.join(sorted(self.binding.required))}"
+            )
+        if options.fair_key is not None:
+            parameters = list(inspect.signature(fn).parameters.values())
+            check_fair_key_fits(
+                options.fair_key,
+                parameters[1:] if self.binding.takes_context else parameters,
+                self.kind,
             )
 
     def __repr__(self) -> str:
@@ -294,6 +303,11 @@ class Task(Generic[P, R]):
             )
         else:
             key = None
+        fair_key = (
+            None
+            if options.fair_key is None
+            else validate_fair_key(options.fair_key(**binding.with_defaults(arguments)), self.kind)
+        )
         return NewJob(
             id=str(ULID()),
             kind=self.kind,
@@ -303,6 +317,7 @@ class Task(Generic[P, R]):
             eta=eta,
             dedup_key=key,
             merge=self._resolver(payload) if key is not None else None,
+            fair_key=fair_key,
         )
 
     def _resolver(self, payload: str) -> MergeResolver:
@@ -464,6 +479,7 @@ def task(
     time_limit: timedelta | float | None = None,
     global_concurrency: int | None = None,
     rate_limit: str | None = None,
+    fair_key: Callable[..., str] | None = None,
 ) -> TaskDecorator: ...
 def task(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a handler in the default registry (``@task`` or ``@task(...)``).

@@ -94,6 +94,8 @@ class NewJob:
     merge: MergeResolver | None = None
     #: Trace context headers (W3C ``traceparent``), set only by an instrumented App (ADR 0127).
     headers: Mapping[str, str] | None = None
+    #: The key claims of a ``fair_key`` task rotate by (ADR 0129); None: a plain job.
+    fair_key: str | None = None
 
 
 @runtime_checkable

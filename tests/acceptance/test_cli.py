@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from cli_support import COMMAND_TIMEOUT, HERE, Run, cli_env, failed_with, json_of, succeeded
 from psycopg.conninfo import make_conninfo
-from support import wait_until
+from support import PREFIX_TABLES, wait_until
 from ulid import ULID
 
 import venturi
@@ -56,7 +56,7 @@ def fresh_prefix(database_url: str) -> Iterator[str]:
     value = f"t_cli_{secrets.token_hex(4)}"
     yield value
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
+        for table in PREFIX_TABLES:
             conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 

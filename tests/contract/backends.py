@@ -65,6 +65,7 @@ def new_job(
     eta: datetime | None = None,
     dedup_key: str | None = None,
     merge: MergeResolver | None = None,
+    fair_key: str | None = None,
 ) -> NewJob:
     """A NewJob with a fresh ULID, as the task layer would build it."""
     return NewJob(
@@ -76,4 +77,5 @@ def new_job(
         eta=eta,
         dedup_key=dedup_key,
         merge=merge,
+        fair_key=fair_key,
     )

@@ -53,7 +53,7 @@ def backend(database_url: str, prefix: str, build_backend: Callable[[], Backend]
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(
             f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits,"
-            f" {prefix}_steps, {prefix}_edges"
+            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors"
         )
     return build_backend()
 

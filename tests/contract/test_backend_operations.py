@@ -167,8 +167,12 @@ def fresh_prefix(database_url: str) -> Iterator[str]:
     value = f"t_{secrets.token_hex(5)}"
     yield value
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
-            conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
+        # Every table of the prefix, whichever migrations made them.
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s", [f"{value}\\_%"]
+        ).fetchall()
+        for (table,) in tables:
+            conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
 
 
 def test_migrate_applies_every_version_once_then_nothing(

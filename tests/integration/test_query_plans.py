@@ -526,6 +526,7 @@ def test_enqueue_inserts_without_reading_existing_rows(planner: Planner) -> None
         delays=[timedelta(0), timedelta(seconds=30)],
         etas=[None, None],
         dedup_keys=[None, None],
+        fair_keys=[None, "tenant-7"],
         channel=f"{planner.prefix.value}_wakeup",
     )
     assert plan.table_reads(planner.jobs) == [], plan.text
@@ -544,6 +545,7 @@ def test_enqueue_with_trace_headers_inserts_without_reading_existing_rows(
         delays=[timedelta(0), timedelta(seconds=30)],
         etas=[None, None],
         dedup_keys=[None, None],
+        fair_keys=[None, "tenant-7"],
         headers=[
             '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
             None,
@@ -1169,3 +1171,138 @@ def test_the_workflow_of_a_job_is_one_probe_of_the_steps_key(flows: Planner) -> 
     plan = flows.explain("workflow_id_of", id="CHORD-000001")
     assert plan.index_scans(flows.index("_steps_pkey")), plan.text
     _no_scan_of_a_whole_table(flows, plan)
+
+
+# -- fair claims (ADR 0129) --------------------------------------------------------------------
+
+#: The fair kind of these tests: one tenant's burst of 20,000 eligible jobs, 1,000 tenants with
+#: a few each (some of them only scheduled for later), HIGH jobs of a few tenants, and
+#: 3,000 of the kind's jobs already finished (their index entries are gone).
+FAIR_KIND = "tenants.sync"
+BUILD_FAIR = """
+INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
+                             finished_at, run_count, fair_key)
+SELECT 'fair' || lpad(i::text, 22, '0'), %(kind)s, '{}'::jsonb,
+       CASE WHEN i %% 997 = 0 THEN 0 ELSE 1 END,
+       CASE WHEN i <= 3000 THEN 'completed' ELSE 'pending' END,
+       now() - interval '1 hour' + interval '1 millisecond' * i,
+       CASE WHEN i > 23000 AND i %% 5 = 0 THEN now() + interval '1 day'
+            ELSE now() - interval '1 hour' + interval '1 millisecond' * i END,
+       CASE WHEN i <= 3000 THEN now() END,
+       CASE WHEN i <= 3000 THEN 1 ELSE 0 END,
+       CASE WHEN i <= 23000 THEN 'tenant-burst' ELSE 'tenant-' || (i %% 1000) END
+FROM generate_series(1, 28000) AS i
+"""
+
+
+@pytest.fixture(scope="module")
+def fair(planner: Planner) -> Iterator[Planner]:
+    """The planner's queue plus a fair kind and its cursor; taken out again afterwards."""
+    conn, value = planner.conn, planner.prefix.value
+    conn.execute(planner.prefix.substitute(BUILD_FAIR), {"kind": FAIR_KIND})
+    conn.execute(
+        planner.prefix.substitute(
+            "INSERT INTO {{prefix}}_fair_cursors (kind, fair_key) VALUES (%(kind)s, 'tenant-500')"
+        ),
+        {"kind": FAIR_KIND},
+    )
+    conn.execute(f"VACUUM ANALYZE {value}_jobs")
+    conn.execute(f"VACUUM ANALYZE {value}_fair_cursors")
+    yield planner
+    conn.execute(f"DELETE FROM {value}_jobs WHERE kind = %s", (FAIR_KIND,))
+    conn.execute(f"DELETE FROM {value}_fair_cursors")
+    conn.execute(f"VACUUM ANALYZE {value}_jobs")
+
+
+def _fair_params(limit: int) -> dict[str, Any]:
+    return {
+        "kind": FAIR_KIND,
+        "limit": limit,
+        "worker_id": "host-1:4242",
+        "lease": LEASE,
+        "horizon": timedelta(0),
+    }
+
+
+def _assert_fair_claim_reads_keys_not_backlogs(planner: Planner, plan: Plan) -> None:
+    """Every read of the jobs is a probe of _jobs_fair (or the update by primary key): no
+    other kind's index, no walk of the kind's backlog in _jobs_claim, nothing sorted
+    under the row locks, and each key's jobs read only up to now (visible_at in the
+    index condition)."""
+    reads = plan.table_reads(planner.jobs)
+    assert reads, plan.text
+    assert {n.get("Index Name") for n in reads} == {
+        planner.index("_jobs_fair"),
+        planner.index("_jobs_pkey"),
+    }, plan.text
+    locked = [n for n in plan.nodes if "LockRows" in n.ancestors and "Scan" in n.type]
+    assert locked, plan.text
+    assert all(
+        n.get("Index Name") == planner.index("_jobs_fair")
+        and "visible_at <=" in n.get("Index Cond")
+        for n in locked
+    ), plan.text
+    assert plan.sorts_below("LockRows") == [], plan.text
+    probes = plan.index_scans(planner.index("_jobs_fair"))
+    assert all("kind =" in n.get("Index Cond") for n in probes), plan.text
+    assert all("priority =" in n.get("Index Cond") for n in probes), plan.text
+    # A bound on the key left as a filter would walk every later row of the tier.
+    assert all("fair_key" not in n.get("Filter") for n in probes), plan.text
+    skip_steps = [n for n in probes if "fair_key >" in n.get("Index Cond")]
+    assert len(skip_steps) >= 2, plan.text
+
+
+@pytest.mark.parametrize("limit", [1, 8])
+def test_the_fair_claim_probes_the_fair_index_once_per_key(fair: Planner, limit: int) -> None:
+    plan = fair.explain("claim_fair_jobs", **_fair_params(limit))
+    _assert_fair_claim_reads_keys_not_backlogs(fair, plan)
+    assert plan.seq_scans(fair.jobs) == [], plan.text
+    cursor = f"{fair.prefix.value}_fair_cursors"
+    assert _arbiter_indexes(plan) == [f"{cursor}_pkey"], plan.text
+
+
+#: The SQL type of each claim_fair_jobs parameter, for PREPARE.
+_FAIR_PARAM_TYPES = {
+    "kind": "text",
+    "horizon": "interval",
+    "limit": "bigint",
+    "worker_id": "text",
+    "lease": "interval",
+}
+
+
+def test_the_claim_pools_generic_plan_of_the_fair_claim_is_as_good(fair: Planner) -> None:
+    """The claim pool forces generic plans (backend.py): the fair claim's must hold up."""
+    sql = fair.queries.claim_fair_jobs.sql
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    assert sorted(names) == sorted(_FAIR_PARAM_TYPES)
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+    types = ", ".join(_FAIR_PARAM_TYPES[name] for name in names)
+    params = _fair_params(8)
+    conn = fair.conn
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute(f"PREPARE generic_fair_claim ({types}) AS {numbered}")
+    try:
+        placeholders = ", ".join(["%s"] * len(names))
+        row = (
+            psycopg.ClientCursor(conn)
+            .execute(
+                f"EXPLAIN (FORMAT JSON) EXECUTE generic_fair_claim ({placeholders})",
+                [params[name] for name in names],
+            )
+            .fetchone()
+        )
+    finally:
+        conn.execute("DEALLOCATE generic_fair_claim")
+        conn.execute("RESET plan_cache_mode")
+    assert row is not None
+    plan = Plan.parse(row["QUERY PLAN"])
+    _assert_fair_claim_reads_keys_not_backlogs(fair, plan)
+    assert plan.seq_scans(fair.jobs) == [], plan.text
+
+
+def test_the_plain_claim_of_other_kinds_is_unchanged_beside_a_fair_kind(fair: Planner) -> None:
+    """The fair index is partial on keyed rows: the plain claim never reads it."""
+    plan = fair.explain("claim_jobs", **_claim_params(EVERY_KIND, 8))
+    assert plan.index_scans(fair.index("_jobs_fair")) == [], plan.text
+    _assert_per_kind_claim_probes(fair, plan)

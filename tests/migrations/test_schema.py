@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support import PREFIX_TABLES
 
 from venturi.errors import SchemaMissing
 from venturi.naming import DERIVED_SUFFIXES, Prefix
@@ -72,7 +73,7 @@ def conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 def fresh_prefix(conn: psycopg.Connection[Any]) -> Iterator[str]:
     value = f"s_{secrets.token_hex(5)}"
     yield value
-    for table in ("edges", "steps", "claim_limits", "workers", "journal", "jobs", "migrations"):
+    for table in PREFIX_TABLES:
         conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
 
 
@@ -169,11 +170,16 @@ def test_v2_adds_only_the_pagination_index(
 def test_later_migrations_leave_the_seed_tables_exactly_as_the_seed_defines_them(
     conn: psycopg.Connection[Any], fresh_prefix: str
 ) -> None:
-    """SPEC 5.1: after V3 new storage is new tables or appended columns, never a change."""
+    """SPEC 5.1: after V3 new storage is new tables or appended columns, never a change;
+    the one index added since (V10's partial fair-claim index, on a V10 column) leaves every
+    seed index exactly as it was."""
     Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
     migrated, seed = snapshot(conn, fresh_prefix), seed_snapshot(conn)
     assert migrated["constraints"] == seed["constraints"]
-    assert migrated["indexes"] == seed["indexes"]
+    assert {k: v for k, v in migrated["indexes"].items() if k in seed["indexes"]} == seed["indexes"]
+    assert {k: v for k, v in migrated["indexes"].items() if k not in seed["indexes"]} == {
+        "{{prefix}}_jobs_fair": FAIR_INDEX
+    }
     for table in ("{{prefix}}_jobs", "{{prefix}}_journal"):
         seed_columns = [c for c in seed["columns"] if c[0] == table]
         columns = [c for c in migrated["columns"] if c[0] == table]
@@ -395,3 +401,65 @@ def test_the_start_check_names_the_claim_limits_table_when_v8_is_missing(
         assert backend.check_schema().endswith("/" + conn.info.dbname)
     finally:
         backend.close()
+
+
+#: V10's only index (ADR 0129): partial on keyed pending rows, so unkeyed jobs never enter it.
+FAIR_INDEX = (
+    "CREATE INDEX {{prefix}}_jobs_fair ON public.{{prefix}}_jobs USING btree "
+    "(kind, priority, fair_key, visible_at) "
+    "WHERE ((status = 'pending'::text) AND (fair_key IS NOT NULL))"
+)
+
+
+def test_v10_appends_the_fair_key_column_its_partial_index_and_the_cursor_table(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """Fair claims (ADR 0129): one nullable text column after the others, no default (no
+    row rewritten), one partial index on it, the per-kind cursor table; nothing else."""
+    migrations = load_migrations()
+    [v10] = [m for m in migrations if m.version == 10]
+    assert v10.name == "fair_claims"
+    Migrator(Prefix.parse(fresh_prefix), migrations[:9]).migrate(conn)
+    before = snapshot(conn, fresh_prefix)
+    Migrator(Prefix.parse(fresh_prefix), migrations[:10]).migrate(conn)
+    after = snapshot(conn, fresh_prefix)
+
+    assert after["constraints"] == before["constraints"]
+    assert {k: v for k, v in after["indexes"].items() if k not in before["indexes"]} == {
+        "{{prefix}}_jobs_fair": FAIR_INDEX
+    }
+    assert {k: v for k, v in after["indexes"].items() if k in before["indexes"]} == before[
+        "indexes"
+    ]
+    added = [c for c in after["columns"] if c not in before["columns"]]
+    last_attnum = max(int(c[1]) for c in before["columns"] if c[0] == "{{prefix}}_jobs")
+    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+        ("{{prefix}}_jobs", "fair_key", "text", "False", "None"),
+    ]
+    assert int(added[0][1]) > last_attnum
+    cursors = conn.execute(
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull"
+        " FROM pg_attribute a WHERE a.attrelid = %s::regclass AND a.attnum > 0"
+        " ORDER BY a.attnum",
+        (f"{fresh_prefix}_fair_cursors",),
+    ).fetchall()
+    assert cursors == [("kind", "text", True), ("fair_key", "text", True)]
+    (primary_key,) = conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = %s::regclass AND contype = 'p'",
+        (f"{fresh_prefix}_fair_cursors",),
+    ).fetchone() or (None,)
+    assert primary_key == "PRIMARY KEY (kind)"
+
+
+def test_the_start_check_names_the_fair_key_when_v10_is_missing(
+    conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
+) -> None:
+    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:9]).migrate(conn)
+    backend = PostgresBackend(database_url, prefix=fresh_prefix)
+    try:
+        with pytest.raises(SchemaMissing) as raised:
+            backend.check_schema()
+    finally:
+        backend.close()
+    assert "fair_key" in str(raised.value), str(raised.value)

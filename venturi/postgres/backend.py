@@ -289,6 +289,7 @@ class PostgresBackend:
             "delay": job.delay,
             "eta": job.eta,
             "dedup_key": job.dedup_key,
+            "fair_key": job.fair_key,
             "channel": self._prefix.channel,
         }
 
@@ -307,6 +308,7 @@ class PostgresBackend:
             "delays": [j.delay for j in jobs],
             "etas": [j.eta for j in jobs],
             "dedup_keys": [j.dedup_key for j in jobs],
+            "fair_keys": [j.fair_key for j in jobs],
             "channel": self._prefix.channel,
         }
 
@@ -992,6 +994,25 @@ class PostgresBackend:
         )
         return int(row["promoted"]) if row is not None else 0
 
+    def claim_fair(
+        self,
+        *,
+        kind: str,
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        horizon: timedelta = timedelta(0),
+    ) -> list[ClaimedJob]:
+        if limit <= 0:
+            return []
+        rows = self._run_bounded(
+            lambda conn: self._queries.claim_fair_jobs.many(
+                conn, kind=kind, limit=limit, worker_id=worker_id, lease=lease, horizon=horizon
+            ),
+            self._claim_pool,
+        )
+        return _claimed_jobs(rows, worker_id, in_claim_order=True)
+
     def _spend_rate_tokens(
         self,
         conn: Connection,
@@ -1074,8 +1095,13 @@ class PostgresBackend:
         return None if row is None else str(row["workflow_id"])
 
 
-def _claimed_jobs(rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:
-    rows.sort(key=lambda r: (r["priority"], r["created_at"], r["id"]))
+def _claimed_jobs(
+    rows: list[dict[str, Any]], worker_id: str, *, in_claim_order: bool = False
+) -> list[ClaimedJob]:
+    """The claimed rows as jobs, by tier then age; ``in_claim_order``: as the statement
+    returned them (a fair claim's rotation order, ADR 0129)."""
+    if not in_claim_order:
+        rows.sort(key=lambda r: (r["priority"], r["created_at"], r["id"]))
     return [
         ClaimedJob(
             claim=Claim(r["id"], worker_id, r["run_count"]),
@@ -1145,7 +1171,8 @@ def _split_for_enqueue(
 
 def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
     """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs);
-    with a headers column when any job has headers (``copy_jobs_with_headers``)."""
+    with a headers column when any job has headers (``copy_jobs_with_headers``); the fair
+    key last (ADR 0129)."""
     traced = _has_headers(jobs)
     for offset, job in enumerate(jobs):
         created_at = start + timedelta(microseconds=offset)
@@ -1160,7 +1187,7 @@ def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, .
             visible_at,
             job.dedup_key,
         )
-        yield (*row, _headers_json(job)) if traced else row
+        yield (*row, _headers_json(job), job.fair_key) if traced else (*row, job.fair_key)
 
 
 def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -12,12 +12,14 @@ WITH input AS (
     SELECT i.*, clock_timestamp() AS enqueued_at
     FROM unnest(
         %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
-        %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[]
-    ) AS i(id, kind, payload, priority, delay, eta, dedup_key)
+        %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[],
+        %(fair_keys)s::text[]
+    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, fair_key)
 ), inserted AS (
-    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key)
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
+                                 fair_key)
     SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at,
-           coalesce(eta, enqueued_at + delay), dedup_key
+           coalesce(eta, enqueued_at + delay), dedup_key, fair_key
     FROM input
     RETURNING 1
 )
@@ -30,9 +32,11 @@ SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 WITH clock AS (
     SELECT clock_timestamp() AS enqueued_at
 ), inserted AS (
-    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key)
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
+                                 fair_key)
     SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
-           coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s
+           coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
+           %(fair_key)s
     FROM clock
     RETURNING 1
 )
@@ -43,7 +47,7 @@ SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 -- The adapter sends created_at as the database's clock_timestamp() read in the
 -- same transaction plus one microsecond per row (FIFO within the batch, like
 -- enqueue_jobs), and visible_at as eta or created_at + delay (ADR 12).
-COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key)
+COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, fair_key)
 FROM STDIN
 
 -- name: lock_dedup_key :exec
@@ -700,7 +704,9 @@ FROM cancelled
 SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers,
        (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at,
        j.workflow_id, (SELECT d.result FROM {{prefix}}_edges AS d LIMIT 1) AS edge_result,
-       (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited
+       (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited,
+       j.fair_key,
+       (SELECT f.fair_key FROM {{prefix}}_fair_cursors AS f LIMIT 1) AS fair_cursor
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
@@ -836,10 +842,11 @@ WHERE id = %(id)s AND status IN ('pending', 'claimed') AND NOT result_awaited
 WITH clock AS (
     SELECT clock_timestamp() AS enqueued_at
 ), inserted AS (
-    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers)
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
+                                 headers, fair_key)
     SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
            coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
-           %(headers)s::jsonb
+           %(headers)s::jsonb, %(fair_key)s
     FROM clock
     RETURNING 1
 )
@@ -852,12 +859,13 @@ WITH input AS (
     FROM unnest(
         %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
         %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[],
-        %(headers)s::text[]
-    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, headers)
+        %(headers)s::text[], %(fair_keys)s::text[]
+    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, headers, fair_key)
 ), inserted AS (
-    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers)
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
+                                 headers, fair_key)
     SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at,
-           coalesce(eta, enqueued_at + delay), dedup_key, headers::jsonb
+           coalesce(eta, enqueued_at + delay), dedup_key, headers::jsonb, fair_key
     FROM input
     RETURNING 1
 )
@@ -865,7 +873,8 @@ SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 
 -- name: copy_jobs_with_headers :copy
 -- copy_jobs with the trace headers of an instrumented enqueue (ADR 0127).
-COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers)
+COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers,
+                      fair_key)
 FROM STDIN
 
 -- name: lock_claim_limits :exec
@@ -1126,3 +1135,141 @@ ORDER BY r.workflow_id DESC
 -- The workflow a job or a waiting step belongs to (ADR 0131): one _steps_pkey
 -- probe (every step has a _steps row, kept as long as its job).
 SELECT workflow_id FROM {{prefix}}_steps WHERE id = %(id)s
+
+
+-- name: claim_fair_jobs :many
+-- The claim of one kind that declares fair_key (ADR 0129): its keys take turns,
+-- so one key's backlog never starves another key's job. Tiers stay strict (every
+-- HIGH job of any key before NORMAL ones); within a tier the keys rotate from
+-- the one after the kind's cursor (the key served last), wrapping around, and
+-- within a key the soonest visible job goes first.
+-- `rotation` is a skip scan of _jobs_fair (kind, priority, fair_key,
+-- visible_at): each step is one descent that returns the next key of the tier
+-- and its soonest visible_at, so a key costs one probe however many rows it
+-- holds; the branches of the LATERAL are tried in order (same tier after the
+-- previous key: up to the end before the wrap, up to the cursor after it; then
+-- the tier's first key, wrapped; then the next tier that has keyed rows,
+-- `tiers`, after the cursor or wrapped) and LIMIT 1 stops at the first that
+-- finds a key. Each branch's bounds are index conditions, gated by `wrapped`:
+-- a bound left as a filter would walk every row after the cursor at the wrap.
+-- `turns` reads the recursion lazily: it stops after `limit` keys with a
+-- visible job, so a claim costs O(limit) probes, not O(keys). Each turn's key is
+-- then probed for its visible jobs (a range of the same index, nothing later is
+-- walked), SKIP LOCKED, at most limit - turns + 1 of them (the most one key can
+-- get when every other turn takes one); the jobs are taken by (tier, rank
+-- within their key, turn), so with fewer keys than `limit` the keys share the
+-- claim in turn, and the rows come back in that order. The cursor moves to the
+-- key of the last job taken. run_count is the claim's fence (ADR 19), as in
+-- claim_jobs.
+WITH RECURSIVE after_key AS (
+    SELECT coalesce(
+        (SELECT c.fair_key FROM {{prefix}}_fair_cursors AS c WHERE c.kind = %(kind)s), ''
+    ) AS fair_key
+), tiers AS (
+    SELECT t.tier
+    FROM unnest(ARRAY[0, 1, 2]::smallint[]) AS t(tier)
+    WHERE EXISTS (
+        SELECT 1 FROM {{prefix}}_jobs
+        WHERE status = 'pending' AND fair_key IS NOT NULL AND kind = %(kind)s AND priority = t.tier
+    )
+), rotation (step, tier, wrapped, fair_key, visible_at) AS (
+    SELECT 0, -1::smallint, true, NULL::text, NULL::timestamptz
+    UNION ALL
+    SELECT p.step + 1, n.tier, n.wrapped, n.fair_key, n.visible_at
+    FROM rotation AS p
+    CROSS JOIN after_key AS a
+    CROSS JOIN LATERAL (
+        (SELECT p.tier AS tier, false AS wrapped, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE NOT p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key > p.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT p.tier, true, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key > p.fair_key AND j.fair_key <= a.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT p.tier, true, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE NOT p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key <= a.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT nt.tier, false, j.fair_key, j.visible_at
+         FROM (SELECT min(t.tier) AS tier FROM tiers AS t WHERE t.tier > p.tier) AS nt
+         CROSS JOIN LATERAL (
+             SELECT j.fair_key, j.visible_at
+             FROM {{prefix}}_jobs AS j
+             WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+               AND j.priority = nt.tier AND j.fair_key > a.fair_key
+             ORDER BY j.fair_key, j.visible_at
+             LIMIT 1
+         ) AS j)
+        UNION ALL
+        (SELECT nt.tier, true, j.fair_key, j.visible_at
+         FROM (SELECT min(t.tier) AS tier FROM tiers AS t WHERE t.tier > p.tier) AS nt
+         CROSS JOIN LATERAL (
+             SELECT j.fair_key, j.visible_at
+             FROM {{prefix}}_jobs AS j
+             WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+               AND j.priority = nt.tier AND j.fair_key <= a.fair_key
+             ORDER BY j.fair_key, j.visible_at
+             LIMIT 1
+         ) AS j)
+        LIMIT 1
+    ) AS n
+), turns AS (
+    SELECT r.step, r.tier, r.fair_key
+    FROM rotation AS r
+    WHERE r.step > 0 AND r.visible_at <= now() + %(horizon)s
+    LIMIT %(limit)s
+), picked AS (
+    SELECT c.id, c.fair_key, t.tier, t.step,
+           row_number() OVER (PARTITION BY t.step ORDER BY c.visible_at) AS rank
+    FROM turns AS t
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.fair_key, j.visible_at
+        FROM {{prefix}}_jobs AS j
+        WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+          AND j.priority = t.tier AND j.fair_key = t.fair_key
+          AND j.visible_at <= now() + %(horizon)s
+        ORDER BY j.visible_at
+        LIMIT %(limit)s + 1 - (SELECT count(*) FROM turns)
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+), chosen AS (
+    SELECT p.id, p.fair_key, p.tier, p.rank, p.step
+    FROM picked AS p
+    ORDER BY p.tier, p.rank, p.step
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = 'claimed',
+        claimed_by = %(worker_id)s,
+        run_count = j.run_count + 1,
+        claim_expires_at = now() + %(lease)s
+    FROM chosen
+    WHERE j.id = chosen.id
+    RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
+              j.created_at, j.claim_expires_at, j.headers, j.workflow_id, j.fair_key,
+              chosen.tier, chosen.rank, chosen.step
+), moved AS (
+    INSERT INTO {{prefix}}_fair_cursors AS f (kind, fair_key)
+    SELECT %(kind)s, c.fair_key
+    FROM claimed AS c
+    ORDER BY c.tier DESC, c.rank DESC, c.step DESC
+    LIMIT 1
+    ON CONFLICT (kind) DO UPDATE SET fair_key = excluded.fair_key
+)
+SELECT id, kind, payload, carry, priority, failure_count, run_count, created_at,
+       claim_expires_at, headers, workflow_id
+FROM claimed
+ORDER BY tier, rank, step

@@ -3,8 +3,9 @@
 Pure arithmetic over counts the caller passes in, no clock, no threads and no
 database, beside ``Prefetch`` (how deep to claim ahead) and ``ClaimFloors``
 (where a claim starts). The rules and their reasons are in ADR 0107 (caps),
-ADR 0109 (leases), ADR 0114 (claim-ahead) and ADR 0128 (limits across
-workers: the clock of ``throttle`` and ``request`` is the caller's monotonic one).
+ADR 0109 (leases), ADR 0114 (claim-ahead), ADR 0128 (limits across
+workers: the clock of ``throttle`` and ``request`` is the caller's monotonic one)
+and ADR 0129 (fair kinds: ``turns``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class ClaimPlan:
         caps: the per-process concurrency cap of the capped kinds (ADR 23).
         concurrency: the handler threads that run the claimed jobs.
         limits: the global cap and rate limit of the kinds that declare one (ADR 0128).
+        fair: the kinds that declare a ``fair_key``, claimed each on its own (ADR 0129).
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class ClaimPlan:
         caps: Mapping[str, int] | None = None,
         concurrency: int = 1,
         limits: Mapping[str, KindLimits] | None = None,
+        fair: Collection[str] = (),
     ) -> None:
         self.kinds: tuple[str, ...] = tuple(sorted(leases))
         self.concurrency = concurrency
@@ -54,6 +57,8 @@ class ClaimPlan:
         self._leases = dict(leases)
         self._caps = dict(caps or {})
         self._throttled_until: dict[str, float] = {}
+        self.fair = frozenset(fair)
+        self._turn = 0
 
     @classmethod
     def for_tasks(cls, tasks: Mapping[str, Task[Any, Any]], *, concurrency: int = 1) -> ClaimPlan:
@@ -71,6 +76,7 @@ class ClaimPlan:
                 for kind, t in tasks.items()
                 if t.options.global_concurrency is not None or t.options.rate_limit is not None
             },
+            fair=[kind for kind, t in tasks.items() if t.options.fair_key is not None],
         )
 
     def is_capped(self, kind: str) -> bool:
@@ -116,6 +122,21 @@ class ClaimPlan:
         if not kinds:
             return None
         return ClaimRequest(tuple(kinds), limit, self.lease(kinds, is_renewed=is_renewed))
+
+    def turns(self, request: ClaimRequest) -> list[ClaimRequest]:
+        """``request`` as the claims to make one after another when it asks for fair
+        kinds: each fair kind alone, the other kinds together, each claim asking for
+        what the earlier ones left. Which goes first moves on by one at every call,
+        so no group's backlog keeps another from ever being claimed (ADR 0129)."""
+        fair = [kind for kind in request.kinds if kind in self.fair]
+        others = tuple(kind for kind in request.kinds if kind not in self.fair)
+        groups = [(kind,) for kind in fair] + ([others] if others else [])
+        start = self._turn % len(groups)
+        self._turn += 1
+        return [
+            ClaimRequest(kinds, request.limit, request.lease)
+            for kinds in groups[start:] + groups[:start]
+        ]
 
     def throttle(self, throttled: Mapping[str, float], now: float) -> None:
         """Leave each kind out of requests for its seconds from ``now`` (``claim_limited``)."""

@@ -125,8 +125,65 @@ class Runner:
     ) -> list[ClaimedJob]:
         """One claim; through ``claim_limited`` when a kind is limited across workers,
         whose throttled kinds ``plan`` (default: this runner's) then leaves out until
-        their time (ADR 0128). Claims are told to the App's events (ADR 0127)."""
+        their time (ADR 0128); through ``claim_fair`` for a kind with a fair key (ADR 0129).
+        Claims are told to the App's events (ADR 0127)."""
         plan = plan if plan is not None else self.plan
+        if plan.fair.isdisjoint(request.kinds):
+            jobs = self._claim_shared(request, floors=floors, horizon=horizon, plan=plan)
+        else:
+            jobs = self._claim_in_turns(request, floors=floors, horizon=horizon, plan=plan)
+        if jobs and self.events is not None and self.events.active:
+            self.events.claimed(jobs, self.worker_id)
+        return jobs
+
+    def _claim_in_turns(
+        self,
+        request: ClaimRequest,
+        *,
+        floors: Mapping[str, ClaimFloor] | None,
+        horizon: timedelta,
+        plan: ClaimPlan,
+    ) -> list[ClaimedJob]:
+        """The claims of ``plan.turns``, each for what the earlier ones left. A fair
+        kind's claim that comes back short is topped up by a plain claim of the kind,
+        which finds its jobs without a key (enqueued before it declared one)."""
+        jobs: list[ClaimedJob] = []
+        for turn in plan.turns(request):
+            room = request.limit - len(jobs)
+            if room <= 0:
+                break
+            if turn.kinds[0] not in plan.fair:
+                jobs += self._claim_shared(
+                    ClaimRequest(turn.kinds, room, turn.lease),
+                    floors=floors,
+                    horizon=horizon,
+                    plan=plan,
+                )
+                continue
+            [kind] = turn.kinds
+            fair = self.backend.claim_fair(
+                kind=kind, limit=room, worker_id=self.worker_id, lease=turn.lease, horizon=horizon
+            )
+            if len(fair) < room:
+                fair += self.backend.claim(
+                    kinds=turn.kinds,
+                    limit=room - len(fair),
+                    worker_id=self.worker_id,
+                    lease=turn.lease,
+                    horizon=horizon,
+                )
+            jobs += fair
+        return jobs
+
+    def _claim_shared(
+        self,
+        request: ClaimRequest,
+        *,
+        floors: Mapping[str, ClaimFloor] | None,
+        horizon: timedelta,
+        plan: ClaimPlan,
+    ) -> list[ClaimedJob]:
+        """The kinds' claim in one statement (or one limited transaction, ADR 0128)."""
         if not any(kind in plan.limits for kind in request.kinds):
             jobs = self.backend.claim(
                 kinds=request.kinds,
@@ -151,8 +208,6 @@ class Runner:
                 time.monotonic(),
             )
             jobs = claimed.jobs
-        if jobs and self.events is not None and self.events.active:
-            self.events.claimed(jobs, self.worker_id)
         return jobs
 
     def execute(self, job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None) -> Execution:
