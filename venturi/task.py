@@ -19,13 +19,12 @@ from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
-from ulid import ULID
-
 from venturi.backend import Backend
 from venturi.binding import Binding
 from venturi.context import Context
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
 from venturi.events import Events
+from venturi.ids import new_id
 from venturi.merge import Merge, MergeFunction, keep_existing, resolve_keep
 from venturi.options import (
     DEFAULT_BACKOFF,
@@ -295,7 +294,7 @@ class Task(Generic[P, R]):
         else:
             key = None
         return NewJob(
-            id=str(ULID()),
+            id=new_id(),
             kind=self.kind,
             payload=payload,
             priority=tier,
