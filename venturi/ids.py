@@ -90,7 +90,11 @@ class _Generator:
         return self._high_text + _PAIRS[value & 1023]
 
     def one(self) -> str:
-        """``make(1)[0]``, without the list: the path of every ``.delay()``."""
+        """The next id. In a new millisecond it gets fresh randomness; later in the same
+        millisecond it adds one to the previous id (python-ulid's default policy). If
+        the randomness would overflow it starts afresh (python-ulid's "lax" policy also
+        gives up monotonicity there; its default raises, which would fail an enqueue
+        about once in 2**80 ids)."""
         with self._lock:
             millisecond = time.time_ns() // 1_000_000
             if (
@@ -104,29 +108,6 @@ class _Generator:
             self._value = value
             return self._text(value)
 
-    def make(self, count: int) -> list[str]:
-        """``count`` ids in increasing order, after every id made before.
-
-        In a new millisecond the first gets fresh randomness; the rest, and any
-        made later in the same millisecond, add one each (python-ulid's default).
-        If the randomness would overflow, the batch starts on fresh randomness
-        (python-ulid's "lax" policy gives up monotonicity there too; its default
-        raises, which would make an enqueue fail about once in 2**80 ids).
-        """
-        with self._lock:
-            millisecond = time.time_ns() // 1_000_000
-            if millisecond == self._millisecond:
-                randomness = (self._value & _RANDOMNESS_MAX) + 1
-            else:
-                randomness = self._fresh()
-            if randomness + count - 1 > _RANDOMNESS_MAX:
-                randomness = self._fresh() >> 1
-            first = (millisecond << 80) | randomness
-            self._millisecond = millisecond
-            self._value = first + count - 1
-            text = self._text
-            return [text(value) for value in range(first, first + count)]
-
 
 _generator = _Generator()
 os.register_at_fork(after_in_child=_generator.after_fork)
@@ -136,8 +117,3 @@ def new_id() -> str:
     """A new job id: a canonical ULID string, after every id made before in this process
     (unless the system clock steps back, as with python-ulid)."""
     return _generator.one()
-
-
-def new_ids(count: int) -> list[str]:
-    """``count`` new job ids in increasing order, one clock reading and one lock for all."""
-    return _generator.make(count)
