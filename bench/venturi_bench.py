@@ -266,15 +266,24 @@ def drain_processes(
     url: str, count: int, concurrency: int, processes: int, log_dir: Path
 ) -> dict[str, Any]:
     """``drain`` by ``processes`` worker processes (each at ``concurrency``) on one prefix:
-    the figure set beside the raw multi-connection loop (``baseline.drain_threads``)."""
+    the figure set beside the raw multi-connection loop (``baseline.drain_threads``).
+
+    The workers start first, idle; once every one is registered the jobs arrive in one
+    transaction (one COPY, one wake-up), so no worker drains alone while another boots.
+    """
     with fresh_prefix(url) as prefix:
-        prefix.enqueue_noop(count)
-        prefix.conn.execute(prefix.sql("ANALYZE {p}_jobs"))
         workers = [
             WorkerProcess(prefix, concurrency, log_dir, tag=f"-of{processes}-{n}")
             for n in range(processes)
         ]
         try:
+            registered = wait_until(
+                lambda: prefix.scalar("SELECT count(*) FROM {p}_workers") >= processes,
+                timeout=60,
+            )
+            if not registered:
+                raise RuntimeError(f"{processes} workers did not register within 60 s")
+            prefix.enqueue_noop(count, batch_size=count)
             deadline = time.monotonic() + 600
             while prefix.completed() < count:
                 for process in workers:
