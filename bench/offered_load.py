@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from venturi_bench import BENCH_DIR, Prefix, WorkerProcess
-from workload import connect, percentile
+from workload import connect, percentile, wait_until
 
 from venturi.naming import Prefix as Naming
 from venturi.postgres.queries import Queries
@@ -91,7 +91,8 @@ class Offer:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -237,10 +238,16 @@ def _run(
         worker = WorkerProcess(
             prefix, concurrency, run_dir, worker_env, options=["--claim-timings", str(timings)]
         )
-        offer = Offer(prefix, rate).start()
-        sampler = Sampler(prefix, offer, worker)
+        offer = Offer(prefix, rate)
         bounds: dict[str, tuple[float, float]] = {}
         try:
+            registered = wait_until(
+                lambda: prefix.scalar("SELECT count(*) FROM {p}_workers") > 0, timeout=60
+            )
+            if not registered:
+                raise RuntimeError(f"the worker did not register in 60 s; see {worker.log_path}")
+            offer.start()
+            sampler = Sampler(prefix, offer, worker)
             for phase, seconds in phases:
                 begun = time.time()
                 if phase == hold_phase:
@@ -319,7 +326,7 @@ def steady(
             run_dir,
             cleanup_after=timedelta(seconds=60),
         )
-    records = result["intervals"][1:] or result["intervals"]  # the first holds the warm-up
+    records = result["intervals"]
     lags = [r["lag_p99_ms"] for r in records if r["lag_p99_ms"] is not None]
     rss = [r["worker_rss_mib"] for r in records]
     result["summary"] = {
