@@ -14,6 +14,7 @@ schema costs and what venturi's code costs.
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import orjson
@@ -146,5 +147,48 @@ def drain(url: str, count: int, limit: int) -> float:
     queue = RawQueue(url)
     try:
         return queue.drain(count, limit)
+    finally:
+        queue.close()
+
+
+def drain_threads(url: str, count: int, limit: int, threads: int) -> float:
+    """The raw claim+complete loop run by ``threads`` threads, one connection each, on one
+    fresh minimal table; jobs/s over the span of ``finished_at`` (as ``drain``).
+
+    The ceiling for several worker processes: each thread is a claimer with its
+    own session, contending on the same index and rows as venturi's workers do.
+    """
+    queue = RawQueue(url)
+    try:
+        queue.conn.execute(queue.sql("TRUNCATE {t}"))
+        for start in range(0, count, 5_000):
+            queue.copy_batch(start, min(5_000, count - start))
+        queue.conn.execute(queue.sql("ANALYZE {t}"))
+        claim, complete = queue.sql(_CLAIM), queue.sql(_COMPLETE)
+        failures: list[BaseException] = []
+        ready = threading.Barrier(threads)
+
+        def loop() -> None:
+            try:
+                with connect(url) as conn:
+                    ready.wait(timeout=60)
+                    while rows := conn.execute(claim, (limit,)).fetchall():
+                        conn.execute(complete, ([row[0] for row in rows],))
+            except BaseException as exc:  # reported below, so the figure is never silently short
+                failures.append(exc)
+
+        workers = [threading.Thread(target=loop, name=f"raw-claimer-{n}") for n in range(threads)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join(timeout=600)
+        if failures:
+            raise failures[0]
+        first, last, done = queue.conn.execute(
+            queue.sql("SELECT min(finished_at), max(finished_at), count(*) FROM {t}")
+        ).fetchone() or (None, None, 0)
+        if done != count:
+            raise RuntimeError(f"raw threaded drain completed {done} of {count}")
+        return count / (last - first).total_seconds()
     finally:
         queue.close()

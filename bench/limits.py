@@ -108,6 +108,30 @@ def drain(app: venturi.App, url: str, prefix: str, task: Any, jobs: int) -> floa
     return jobs / float(row[0])
 
 
+def measure(url: str, claim_count: int, jobs: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Per variant: median ms per claim of 8 (lockstep) and the best drain of ``rounds``."""
+    prefix = f"bench_l_{secrets.token_hex(3)}"
+    app, tasks = build(url, prefix)
+    app.migrate()
+    try:
+        per_claim = claims(app, url, tasks, claim_count)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs")
+        rates: dict[str, list[float]] = {name: [] for name in tasks}
+        for _ in range(rounds):
+            for name, task in tasks.items():
+                rates[name].append(drain(app, url, prefix, task, jobs))
+    finally:
+        app.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
+                conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
+    return {
+        name: {"ms_per_claim": per_claim[name], "drain_jobs_per_s": max(rates[name])}
+        for name in tasks
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -120,28 +144,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    prefix = f"bench_l_{secrets.token_hex(3)}"
-    app, tasks = build(args.database_url, prefix)
-    app.migrate()
-    try:
-        per_claim = claims(app, args.database_url, tasks, args.claims)
-        with psycopg.connect(args.database_url, autocommit=True) as conn:
-            conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs")
-        rates: dict[str, list[float]] = {name: [] for name in tasks}
-        for _ in range(args.rounds):
-            for name, task in tasks.items():
-                rates[name].append(drain(app, args.database_url, prefix, task, args.jobs))
-    finally:
-        app.close()
-        with psycopg.connect(args.database_url, autocommit=True) as conn:
-            for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
-                conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
-    base = per_claim["none"]
+    result = measure(args.database_url, args.claims, args.jobs, args.rounds)
+    base = result["none"]["ms_per_claim"]
     sys.stdout.write(f"{'variant':<28} {'ms/claim of 8':>14} {'+ms':>7} {'drain jobs/s':>13}\n")
-    for name in tasks:
+    for name, figures in result.items():
         sys.stdout.write(
-            f"{name:<28} {per_claim[name]:>14.3f} {per_claim[name] - base:>7.3f}"
-            f" {max(rates[name]):>13,.0f}\n"
+            f"{name:<28} {figures['ms_per_claim']:>14.3f} {figures['ms_per_claim'] - base:>7.3f}"
+            f" {figures['drain_jobs_per_s']:>13,.0f}\n"
         )
 
 

@@ -83,6 +83,26 @@ def drain(
     return {"jobs_per_s": round(done / span, 1), "span_s": round(span, 3), "peak_sessions": peak}
 
 
+def measure(url: str, jobs: int, rounds: int, log: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every figure's samples by name, ``rounds`` rounds alternating which path goes first."""
+    bouncer = PgBouncer(url).start()
+    samples: dict[str, list[dict[str, Any]]] = {}
+    try:
+        paths = {"direct": (url, None), "through pgbouncer": (bouncer.url, url)}
+        for round_no in range(rounds):
+            order = list(paths) if round_no % 2 == 0 else list(reversed(paths))
+            for processes in (1, 8):
+                for path in order:
+                    via, direct_url = paths[path]
+                    name = f"drain c=8 x {processes} process(es) {path}"
+                    print(f"round {round_no + 1}: {name}", file=sys.stderr)
+                    result = drain(url, via, direct_url, jobs, processes, log)
+                    samples.setdefault(name, []).append(result)
+    finally:
+        bouncer.close()
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -95,24 +115,7 @@ def main() -> None:
     jobs = 5_000 if args.quick else 20_000
     RESULTS.mkdir(exist_ok=True)
     log = RESULTS / f"pgbouncer-{int(time.time())}.log"
-    bouncer = PgBouncer(args.database_url).start()
-    samples: dict[str, list[dict[str, Any]]] = {}
-    try:
-        paths = {
-            "direct": (args.database_url, None),
-            "through pgbouncer": (bouncer.url, args.database_url),
-        }
-        for round_no in range(rounds):
-            order = list(paths) if round_no % 2 == 0 else list(reversed(paths))
-            for processes in (1, 8):
-                for path in order:
-                    url, direct_url = paths[path]
-                    name = f"drain c=8 x {processes} process(es) {path}"
-                    print(f"round {round_no + 1}: {name}", file=sys.stderr)
-                    result = drain(args.database_url, url, direct_url, jobs, processes, log)
-                    samples.setdefault(name, []).append(result)
-    finally:
-        bouncer.close()
+    samples = measure(args.database_url, jobs, rounds, log)
     (RESULTS / f"pgbouncer-{int(time.time())}.json").write_text(json.dumps(samples, indent=2))
     print(f"{'figure':<48} {'jobs/s (best)':>14} {'peak server sessions':>22}")
     for name, runs in samples.items():

@@ -132,9 +132,10 @@ class WorkerProcess:
         log_dir: Path,
         env: dict[str, str] | None = None,
         options: Sequence[str] = (),
+        tag: str = "",
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"worker-{prefix.value}-c{concurrency}.log"
+        self.log_path = log_dir / f"worker-{prefix.value}-c{concurrency}{tag}.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [
@@ -258,6 +259,42 @@ def _drain_once(
             if spy is not None:
                 _stop_profiler(spy)
     done, span = prefix.completed_span(after_id=after_id)
+    return {"jobs_per_s": done / span, "jobs": done, "span_s": round(span, 3)}
+
+
+def drain_processes(
+    url: str, count: int, concurrency: int, processes: int, log_dir: Path
+) -> dict[str, Any]:
+    """``drain`` by ``processes`` worker processes (each at ``concurrency``) on one prefix:
+    the figure set beside the raw multi-connection loop (``baseline.drain_threads``).
+
+    The workers start first, idle; once every one is registered the jobs arrive in one
+    transaction (one COPY, one wake-up), so no worker drains alone while another boots.
+    """
+    with fresh_prefix(url) as prefix:
+        workers = [
+            WorkerProcess(prefix, concurrency, log_dir, tag=f"-of{processes}-{n}")
+            for n in range(processes)
+        ]
+        try:
+            registered = wait_until(
+                lambda: prefix.scalar("SELECT count(*) FROM {p}_workers") >= processes,
+                timeout=60,
+            )
+            if not registered:
+                raise RuntimeError(f"{processes} workers did not register within 60 s")
+            prefix.enqueue_noop(count, batch_size=count)
+            deadline = time.monotonic() + 600
+            while prefix.completed() < count:
+                for process in workers:
+                    process.check_alive()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{processes} workers did not drain {count} in 600 s")
+                time.sleep(0.25)
+        finally:
+            for process in workers:
+                process.stop()
+        done, span = prefix.completed_span()
     return {"jobs_per_s": done / span, "jobs": done, "span_s": round(span, 3)}
 
 

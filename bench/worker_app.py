@@ -10,6 +10,7 @@ process, its own GIL, SIGTERM for a graceful stop)::
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from contextlib import closing
 from typing import Any
@@ -79,6 +80,21 @@ def observe(app: venturi.App) -> None:
     RunMetrics(app)
 
 
+def time_claims(app: venturi.App, into: list[tuple[float, float, int]]) -> None:
+    """Record every claim of this worker as (wall-clock end, seconds, jobs claimed): the
+    offered-load bench's claim latency (``offered_load.py``), read from the worker's side."""
+    backend = app.backend
+    claim = backend.claim
+
+    def timed(**options: Any) -> Any:
+        started = time.perf_counter()
+        jobs = claim(**options)
+        into.append((time.time(), time.perf_counter() - started, len(jobs)))
+        return jobs
+
+    backend.claim = timed  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--database-url", required=True)
@@ -88,12 +104,21 @@ def main() -> None:
     parser.add_argument(
         "--observe", action="store_true", help="OTel spans and Prometheus metrics on (ADR 0127)"
     )
+    parser.add_argument(
+        "--claim-timings", help="write every claim's (end time, seconds, jobs) as JSON here"
+    )
     args = parser.parse_args()
     app, *_ = build_app(args.database_url, args.prefix, direct_url=args.direct_url)
     if args.observe:
         observe(app)
+    claims: list[tuple[float, float, int]] = []
+    if args.claim_timings:
+        time_claims(app, claims)
     with closing(app):
         Worker(app, concurrency=args.concurrency, grace=5.0).run()
+    if args.claim_timings:
+        with open(args.claim_timings, "w", encoding="ascii") as output:
+            json.dump(claims, output)
 
 
 if __name__ == "__main__":

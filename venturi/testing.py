@@ -57,9 +57,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ulid import ULID
-
 from venturi.errors import ConfigurationError, JobFailed, JobNotFound
+from venturi.ids import new_id
 from venturi.runtime.executor import aexecute, execute, refuse_inside_event_loop
 from venturi.runtime.runner import Runner, worker_id
 from venturi.serialization import decode_json, encode_json
@@ -197,7 +196,7 @@ async def aperform(task: Task[Any, Any], /, *args: Any, **kwargs: Any) -> Outcom
 
 def _performed_job(task: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> ClaimedJob:
     payload = decode_json(task.new_job(args, kwargs).payload)
-    return _claimed_job(str(ULID()), task.kind, payload, worker=worker_id())
+    return _claimed_job(new_id(), task.kind, payload, worker=worker_id())
 
 
 @contextmanager

@@ -1,0 +1,130 @@
+"""The enqueue path's own changes (ADR 0132), before and after in one run, in lockstep.
+
+Each variant is the same ``Task`` with one piece of the enqueue path swapped
+back to what it was, turn by turn (``enqueue._lockstep``), on one fresh prefix:
+
+- ``before``: ids by ``str(ulid.ULID())`` and the ``ResultSource`` Protocol
+  check on every call (the code before ADR 0132);
+- ``python-ulid ids``: only the ids as before;
+- ``after``: the code as it is (``venturi.ids``, the check remembered per class).
+
+Figures: ``.delay()`` and ``delay_many`` (batches of 5,000) in jobs/s, and
+``Task.new_job`` alone (no I/O) in microseconds per call.
+
+    python bench/enqueue_path.py [--database-url URL] [--single 3000] [--bulk 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from enqueue import WARM_UP, _lockstep
+from ulid import ULID
+from venturi_bench import Prefix
+from workload import database_url, noop_payload
+
+from venturi.types import ResultSource
+
+TASK = sys.modules["venturi.task"]  # the module (``venturi.task`` is also the decorator)
+
+
+def _ulid_id() -> str:
+    return str(ULID())
+
+
+def _protocol_check(app: object) -> bool:
+    return isinstance(app, ResultSource)
+
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "before": {"new_id": _ulid_id, "_is_result_source": _protocol_check},
+    "python-ulid ids": {"new_id": _ulid_id},
+    "after": {},
+}
+
+
+@contextmanager
+def variant(name: str) -> Iterator[None]:
+    """The task module with ``name``'s pieces swapped in, restored afterwards."""
+    swaps = VARIANTS[name]
+    saved = {attr: getattr(TASK, attr) for attr in swaps}
+    for attr, value in swaps.items():
+        setattr(TASK, attr, value)
+    try:
+        yield
+    finally:
+        for attr, value in saved.items():
+            setattr(TASK, attr, value)
+
+
+def _in(name: str, op: Callable[[int], None]) -> Callable[[int], None]:
+    def run(step: int) -> None:
+        with variant(name):
+            op(step)
+
+    return run
+
+
+def measure(url: str, single: int, bulk: int, batch: int = 5_000) -> dict[str, dict[str, float]]:
+    """Jobs/s of ``.delay()`` and ``delay_many`` and us per ``new_job``, per variant."""
+    prefix = Prefix(url)
+    try:
+        noop = prefix.noop
+        result: dict[str, dict[str, float]] = {name: {} for name in VARIANTS}
+        ops = {name: _in(name, noop.delay) for name in VARIANTS}
+        _lockstep(ops, list(range(single, single + WARM_UP)))
+        for name, seconds in _lockstep(ops, list(range(single))).items():
+            result[name]["delay_jobs_per_s"] = single / seconds
+
+        def many(start: int) -> None:
+            noop.delay_many([noop_payload(n) for n in range(start, start + batch)])
+
+        ops = {name: _in(name, many) for name in VARIANTS}
+        full = max(batch, bulk - bulk % batch)  # whole batches only
+        for name, seconds in _lockstep(ops, list(range(0, full, batch))).items():
+            result[name]["delay_many_jobs_per_s"] = full / seconds
+
+        def new_jobs(start: int) -> None:
+            for n in range(start, start + 1_000):
+                noop.new_job((n,))
+
+        ops = {name: _in(name, new_jobs) for name in VARIANTS}
+        steps = list(range(0, 100_000, 1_000))
+        for name, seconds in _lockstep(ops, steps).items():
+            result[name]["new_job_us"] = seconds / 100_000 * 1e6
+        return result
+    finally:
+        prefix.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--single", type=int, default=3_000)
+    parser.add_argument("--bulk", type=int, default=50_000)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    result = measure(database_url(args.database_url), args.single, args.bulk)
+    after, before = result["after"], result["before"]
+    print(f"{'variant':<16} {'delay jobs/s':>13} {'delay_many jobs/s':>18} {'new_job us':>11}")
+    for name, figures in result.items():
+        print(
+            f"{name:<16} {figures['delay_jobs_per_s']:>13,.0f}"
+            f" {figures['delay_many_jobs_per_s']:>18,.0f} {figures['new_job_us']:>11.2f}"
+        )
+    print(
+        f"after / before: delay {after['delay_jobs_per_s'] / before['delay_jobs_per_s']:.3f},"
+        f" delay_many {after['delay_many_jobs_per_s'] / before['delay_many_jobs_per_s']:.3f}"
+        f" ({time.perf_counter() - started:.0f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
