@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from workload import drop_prefix
 
 import venturi
 from venturi.runtime.runner import Runner
@@ -34,7 +35,6 @@ from venturi.worker import Worker
 
 #: Variant name -> how many fair keys its jobs spread over (None: no fair_key declared).
 VARIANTS: dict[str, int | None] = {"plain": None, "fair, 2 keys": 2, "fair, 1,000 keys": 1000}
-TABLES = ("fair_cursors", "claim_limits", "workers", "journal", "jobs", "migrations")
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,7 @@ def measure(url: str, *, claims: int = 1000, jobs: int = 5000, rounds: int = 2) 
     finally:
         app.close()
         with psycopg.connect(url, autocommit=True) as conn:
-            for table in TABLES:
-                conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
+            drop_prefix(conn, prefix)
     return Figures(per_claim, {name: max(values) for name, values in rates.items()})
 
 

@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+from workload import drop_prefix
 
 import venturi
 from venturi.runtime.runner import Runner
@@ -124,8 +125,7 @@ def measure(url: str, claim_count: int, jobs: int, rounds: int) -> dict[str, dic
     finally:
         app.close()
         with psycopg.connect(url, autocommit=True) as conn:
-            for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
-                conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
+            drop_prefix(conn, prefix)
     return {
         name: {"ms_per_claim": per_claim[name], "drain_jobs_per_s": max(rates[name])}
         for name in tasks

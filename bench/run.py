@@ -84,6 +84,20 @@ SECTIONS: list[Section] = [
         quick=False,
     ),
     Section(
+        "workflows",
+        "a chord beside a plain drain; the plain drain before V9",
+        s.measure_workflows,
+        s.workflows_figures,
+        quick=False,
+    ),
+    Section(
+        "fair",
+        "fair_key declared (2 / 1,000 keys) beside none",
+        s.measure_fair,
+        s.fair_figures,
+        quick=False,
+    ),
+    Section(
         "xmin",
         "claim latency around a held xmin horizon (private cluster)",
         s.measure_xmin,

@@ -18,12 +18,14 @@ from typing import Any
 
 import baseline
 import enqueue
+import fair_bench
 import limits
 import offered_load
 import peers
 import pgbouncer_bench
 import raw_pickup
 import venturi_bench
+import workflow_bench
 from workload import Figure, Sizes
 
 #: Enqueues per lockstep turn of the async figures, and the N of the gather figure.
@@ -678,3 +680,82 @@ def write_plans(run: Run) -> None:
     if isinstance(s, dict):
         for name, plan in s.get("explain", {}).items():
             (run.run_dir / "xmin" / f"explain-{name}.txt").write_text(plan)
+
+
+# -- workflows (ADR 0125) and fair claims (ADR 0129) -------------------------------------
+
+
+def measure_workflows(run: Run) -> Any:
+    members, jobs = (2_000, 5_000) if run.quick else (10_000, 20_000)
+    return attempt(
+        f"a {members:,}-member chord beside a plain drain; the c=8 drain before V9 and after",
+        lambda: workflow_bench.workflow_figures(
+            run.url, members=members, jobs=jobs, rounds=max(1, run.rounds - 1)
+        ),
+    )
+
+
+def workflows_figures(run: Run) -> list[Figure]:
+    s = run.samples["workflows"]
+    if not isinstance(s, dict):
+        return failure_row("workflows", "chords", s)
+    chord, drain = s["chord_vs_plain"], s["drain_c8_no_workflow"]
+    return [
+        ratio(
+            Figure(
+                "chord_wall_time",
+                f"{chord['members']:,}-member chord + callback, wall time, one c=8 worker",
+                "ms",
+                venturi=chord["chord_span_s"] * 1000,
+                baseline=chord["plain_span_s"] * 1000,
+                baseline_label=f"a plain drain of {chord['members']:,} jobs, same worker",
+                target="(info)",
+            )
+        ),
+        ratio(
+            Figure(
+                "drain_c8_no_workflow",
+                "c=8 drain of plain jobs, this checkout (no workflow in it)",
+                "jobs/s",
+                venturi=drain["after_jobs_per_s"],
+                baseline=drain["before_jobs_per_s"],
+                baseline_label=f"the same drain at {drain['base_commit']} (before V9)",
+                target=">= 0.95 (no slower than noise)",
+            ),
+            at_least=0.95,
+        ),
+    ]
+
+
+def measure_fair(run: Run) -> Any:
+    claims, jobs = (300, 2_000) if run.quick else (1_000, 5_000)
+    return attempt(
+        "claims and drains with fair_key declared (2 and 1,000 keys) beside none",
+        lambda: fair_bench.measure(
+            run.url, claims=claims, jobs=jobs, rounds=max(1, run.rounds - 1)
+        ),
+    )
+
+
+def fair_figures(run: Run) -> list[Figure]:
+    s = run.samples["fair"]
+    if not isinstance(s, fair_bench.Figures):
+        return failure_row("fair", "fair claims", s)
+    plain_rate, plain_claim = s.drain_jobs_per_second["plain"], s.ms_per_claim["plain"]
+    return [
+        ratio(
+            Figure(
+                f"fair_{name.split(', ')[1].replace(',', '').replace(' ', '_')}",
+                f"in-process drain c=8, fair_key over {name.split(', ')[1]} (cost when used)",
+                "jobs/s",
+                venturi=s.drain_jobs_per_second[name],
+                baseline=plain_rate,
+                baseline_label="the same drain, no fair_key declared",
+                target="(info)",
+                notes=f"claim of 8: {s.ms_per_claim[name]:.3f} ms vs {plain_claim:.3f} ms "
+                "without (median, lockstep)",
+            )
+        )
+        for name in s.drain_jobs_per_second
+        if name != "plain"
+    ]

@@ -22,6 +22,7 @@ from worker_app import build_app
 from workload import (
     NOOP_KIND,
     connect,
+    drop_prefix,
     fresh_name,
     memory_kib,
     noop_payload,
@@ -107,8 +108,7 @@ class Prefix:
     def close(self) -> None:
         self.app.close()
         try:
-            for table in ("claim_limits", "workers", "journal", "jobs", "migrations"):
-                self.conn.execute(self.sql(f"DROP TABLE IF EXISTS {{p}}_{table} CASCADE"))
+            drop_prefix(self.conn, self.value)
         finally:
             self.conn.close()
 

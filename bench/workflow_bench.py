@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from venturi_bench import BENCH_DIR
-from workload import NOOP_KIND, connect, database_url, fresh_name, noop_payload
+from workload import NOOP_KIND, connect, database_url, drop_prefix, fresh_name, noop_payload
 
 import venturi
 from venturi.worker import Worker
@@ -77,15 +77,15 @@ def _env(pythonpath: str | None) -> dict[str, str]:
 
 
 @contextmanager
-def flow_prefix(url: str, pythonpath: str | None = None) -> Iterator[tuple[str, Any, Any]]:
-    """A fresh prefix migrated by the code on ``pythonpath`` (None: this checkout), dropped
-    after; the tasks returned enqueue through this checkout (plain enqueues write the
-    seed's columns only, which every version has)."""
+def flow_prefix(url: str) -> Iterator[tuple[str, Any, Any]]:
+    """A fresh prefix migrated by this checkout, dropped after; its tasks enqueue through
+    this checkout. An older version's worker serves it too: later migrations only add
+    nullable columns and tables, which older code never reads."""
     value = fresh_name("w")
     subprocess.run(
         [sys.executable, __file__, "--migrate", "--database-url", url, "--prefix", value],
         check=True,
-        env=_env(pythonpath),
+        env=_env(None),
     )
     app, member, callback = build_app(url, value)
     try:
@@ -93,9 +93,7 @@ def flow_prefix(url: str, pythonpath: str | None = None) -> Iterator[tuple[str, 
     finally:
         app.close()
         with closing(connect(url)) as conn:
-            for table in ("edges", "steps", "claim_limits", "workers", "journal", "jobs"):
-                conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
-            conn.execute(f"DROP TABLE IF EXISTS {value}_migrations")
+            drop_prefix(conn, value)
 
 
 @contextmanager
@@ -153,7 +151,7 @@ def plain_drain(
     url: str, jobs: int, log_dir: Path, pythonpath: str | None = None, count: int = 1
 ) -> dict[str, Any]:
     """``jobs`` no-op jobs drained by ``count`` c=8 workers of the code on ``pythonpath``."""
-    with flow_prefix(url, pythonpath) as (prefix, member, _):
+    with flow_prefix(url) as (prefix, member, _):
         member.delay_many([noop_payload(n) for n in range(jobs)], batch_size=5_000)
         with closing(connect(url)) as conn:
             conn.execute(f"ANALYZE {prefix}_jobs")

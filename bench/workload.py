@@ -89,6 +89,15 @@ def connect(url: str, **kwargs: Any) -> psycopg.Connection[Any]:
     return psycopg.connect(url, autocommit=True, **kwargs)
 
 
+def drop_prefix(conn: psycopg.Connection[Any], prefix: str) -> None:
+    """Drop every table of ``prefix``, whichever migrations made them (read from the catalog)."""
+    rows = conn.execute(
+        "SELECT tablename FROM pg_tables WHERE tablename LIKE %s", [f"{prefix}\\_%"]
+    ).fetchall()
+    for (table,) in rows:
+        conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+
+
 def noop_payload(n: int) -> dict[str, int]:
     """The payload of the n-th no-op job, identical for venturi, the baseline and the peers."""
     return {"n": n}
