@@ -62,12 +62,15 @@ def new_job(n: int) -> NewJob:
     return NewJob(str(ULID()), "pgb.kind", f'{{"n": {n}}}')
 
 
-def cycle(backend: PostgresBackend, worker_id: str) -> None:
-    """Enqueue, claim, renew and time-until-visible: the worker's statements."""
+def cycle(backend: PostgresBackend, worker_id: str) -> int:
+    """Enqueue, claim, renew and time-until-visible: the worker's statements; how many
+    jobs the claim took. That may be none even with a job pending: a claim skips the
+    rows concurrent claims lock, and does not see a job committed after it began."""
     backend.enqueue([new_job(0)])
     claimed = backend.claim(kinds=["pgb.kind"], limit=1, worker_id=worker_id, lease=LEASE)
     backend.renew_leases([job.claim for job in claimed], LEASE)
     backend.time_until_visible(["pgb.kind"])
+    return len(claimed)
 
 
 def test_statements_repeated_past_the_prepare_threshold_run_through_pgbouncer(
@@ -75,11 +78,12 @@ def test_statements_repeated_past_the_prepare_threshold_run_through_pgbouncer(
 ) -> None:
     pooled = backends(bouncer.url, direct_url=database_url)
     errors: list[BaseException] = []
+    claims: list[int] = []
 
     def run(worker_id: str) -> None:
         try:
             for _ in range(REPEATS):
-                cycle(pooled, worker_id)
+                claims.append(cycle(pooled, worker_id))
         except BaseException as exc:
             errors.append(exc)
 
@@ -90,7 +94,13 @@ def test_statements_repeated_past_the_prepare_threshold_run_through_pgbouncer(
         thread.join(timeout=60)
 
     assert errors == []
-    assert db.scalar("SELECT count(*) FROM {{prefix}}_jobs WHERE status = 'claimed'") == 3 * REPEATS
+    assert len(claims) == 3 * REPEATS
+    assert db.scalar("SELECT count(*) FROM {{prefix}}_jobs") == 3 * REPEATS
+    # Every job a claim returned is claimed in the table, once, and the others still pending.
+    assert db.scalar("SELECT count(*) FROM {{prefix}}_jobs WHERE status = 'claimed'") == sum(claims)
+    assert db.scalar("SELECT count(*) FROM {{prefix}}_jobs WHERE status = 'pending'") == (
+        3 * REPEATS - sum(claims)
+    )
     assert "prepared statement" not in bouncer.log()
 
 
