@@ -438,7 +438,7 @@ class AsyncPool:
         with self._lock:
             pool = self._pools.pop(loop, None)
         if pool is not None:
-            await pool.pool.close(timeout=self._connect_timeout)
+            await pool.close()
 
     def close(self) -> None:
         """Close every loop's pool from sync code; idempotent, never blocks a running loop.
@@ -458,13 +458,11 @@ class AsyncPool:
             if loop.is_closed() or not loop.is_running():
                 pool.close_sockets()
             elif loop is current:
-                closing = loop.create_task(pool.pool.close(timeout=self._connect_timeout))
+                closing = loop.create_task(pool.close())
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)
             else:
-                future = asyncio.run_coroutine_threadsafe(
-                    pool.pool.close(timeout=self._connect_timeout), loop
-                )
+                future = asyncio.run_coroutine_threadsafe(pool.close(), loop)
                 try:
                     future.result(timeout=self._connect_timeout + 1)
                 except TimeoutError:
@@ -495,7 +493,9 @@ class _LoopPool:
             name=name,
             configure=self._track,
         )
+        self._close_timeout = connect_timeout
         self._is_open = False
+        self._guard: asyncio.Task[None] | None = None
 
     async def _track(self, conn: AsyncConnection) -> None:
         self.sessions.add(conn)
@@ -504,6 +504,27 @@ class _LoopPool:
         if not self._is_open:
             await self.pool.open(wait=False)
             self._is_open = True
+            self._guard = asyncio.get_running_loop().create_task(
+                self._close_at_loop_shutdown(), name=f"{self.pool.name}-shutdown"
+            )
+
+    async def _close_at_loop_shutdown(self) -> None:
+        """Close the pool when the loop's end cancels every task (``asyncio.run``, a test
+        runner). psycopg_pool's connection attempts take a cancellation for a failed
+        connect and schedule another, so a pool still connecting then would leave a
+        task that never ends and the loop's shutdown waiting for it forever; closing
+        the pool stops its workers, that one included."""
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            if not self.pool.closed:
+                await self.pool.close(timeout=self._close_timeout)
+
+    async def close(self) -> None:
+        """Close the pool on its own loop (the running one)."""
+        await self.pool.close(timeout=self._close_timeout)
+        if self._guard is not None:
+            self._guard.cancel()
 
     async def live_connection(self) -> AsyncConnection:
         for _ in range(self.pool.max_size):
