@@ -11,18 +11,10 @@
         order_id = insert_order(g.db)
         venturi_flask.delay(confirm_order, order_id)   # on g.db: commits with the order
 
-**Worker lifecycle.** With ``start_worker=True`` the worker's threads start at
-the first request each server process handles, not at ``init_app``: a
-pre-forking server (gunicorn with ``--preload``) imports the app in its master
-and forks, and threads do not survive a fork; the reloader of ``flask run
---debug`` imports it in a watcher process that serves nothing. ``start()``
-starts them at once where that is wanted (a gunicorn ``post_fork`` hook).
-They stop gracefully (``Worker.stop(grace)``: running jobs finish within the
-grace, the others are released) at interpreter exit and on SIGTERM: when
-``init_app`` runs in the main thread it installs a SIGTERM handler that stops
-the worker, then defers to the handler that was there before (gunicorn's
-graceful shutdown, say) or, if there was none, exits with status 0 instead of
-dying on the signal.
+**Worker lifecycle.** With ``start_worker=True`` each server process runs one
+worker, started at its first request and stopped gracefully at exit and on
+SIGTERM (``venturi.contrib.server_worker`` says why and how); ``start()``
+starts it at once where that is wanted (a gunicorn ``post_fork`` hook).
 
 **Transactional enqueue.** ``connection=`` names a callable that returns the
 request's psycopg connection (wherever the app keeps it, e.g. ``g.db``);
@@ -32,21 +24,14 @@ so the job exists exactly when the request's transaction commits.
 
 from __future__ import annotations
 
-import atexit
-import logging
-import os
-import signal
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import FrameType
 from typing import Any, ParamSpec, TypeVar
 
 import flask
 
 from venturi import App, JobRef, Task, Worker
+from venturi.contrib.server_worker import ServerWorker
 from venturi.errors import ConfigurationError
-
-logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,53 +60,25 @@ class VenturiFlask:
         **worker_options: Any,
     ) -> None:
         self.app = app
-        self.grace = grace
-        self.worker: Worker | None = None
+        self.server_worker = ServerWorker(lambda: app, worker_options, grace)
         self._connection = connection
-        self._worker_options = worker_options
-        self._lock = threading.Lock()
-        self._pid: int | None = None
         flask_app.extensions[EXTENSION] = self
         if start_worker:
-            flask_app.before_request(self._start_once)
-            atexit.register(self.stop)
-            if threading.current_thread() is threading.main_thread():
-                self._install_sigterm_handler()
+            flask_app.before_request(self.server_worker.start_once)
+            self.server_worker.arm()
 
-    def _start_once(self) -> None:
-        if self._pid != os.getpid():
-            self.start()
+    @property
+    def worker(self) -> Worker | None:
+        """This process's running worker, if started."""
+        return self.server_worker.worker
 
     def start(self) -> None:
-        """Start this process's worker (once per process; a forked child starts its own)."""
-        with self._lock:
-            if self._pid == os.getpid():
-                return
-            # A worker inherited through fork has no threads here: start afresh.
-            self.worker = Worker(self.app, grace=self.grace, **self._worker_options)
-            self.worker.start()
-            self._pid = os.getpid()
+        """Start this process's worker now (once per process; a forked child starts its own)."""
+        self.server_worker.start()
 
     def stop(self) -> None:
         """Stop this process's worker gracefully; idempotent."""
-        with self._lock:
-            worker = self.worker if self._pid == os.getpid() else None
-            self.worker, self._pid = None, None
-        if worker is not None:
-            worker.stop(self.grace)
-
-    def _install_sigterm_handler(self) -> None:
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def on_sigterm(signum: int, frame: FrameType | None) -> None:
-            logger.info("SIGTERM: stopping the venturi worker (grace %.1fs)", self.grace)
-            self.stop()
-            if callable(previous):
-                previous(signum, frame)
-            elif previous != signal.SIG_IGN:
-                raise SystemExit(0)
-
-        signal.signal(signal.SIGTERM, on_sigterm)
+        self.server_worker.stop()
 
     def request_connection(self) -> object:
         """The request's connection, from ``init_app(connection=...)``."""
