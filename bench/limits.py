@@ -18,19 +18,15 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import statistics
 import sys
-import time
 from datetime import timedelta
 from typing import Any
 
 import psycopg
+import variants
 from workload import drop_prefix
 
 import venturi
-from venturi.runtime.runner import Runner
-from venturi.types import Finished, Outcome, OutcomeKind
-from venturi.worker import Worker
 
 VARIANTS = {
     "none": {},
@@ -56,57 +52,8 @@ def build(url: str, prefix: str) -> tuple[venturi.App, dict[str, Any]]:
     return app, tasks
 
 
-def claims(app: venturi.App, url: str, tasks: dict[str, Any], count: int) -> dict[str, float]:
-    """Median ms per claim of 8, per variant, measured in lockstep; each batch is
-    completed outside the clock, so claimed rows stay as few as in a worker."""
-    for task in tasks.values():
-        task.delay_many([{"n": n} for n in range(count * 8)])
-    backend = app.backend
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"ANALYZE {app.prefix}_jobs")
-    runners = {
-        name: Runner(backend, {t.kind: t for t in tasks.values()}, kinds=[t.kind], worker_id="b:1")
-        for name, t in tasks.items()
-    }
-    timings: dict[str, list[float]] = {name: [] for name in tasks}
-    for _ in range(count):
-        for name, runner in runners.items():
-            request = runner.plan.request(free=8, running={}, is_renewed=True)
-            assert request is not None
-            started = time.perf_counter()
-            jobs = runner.claim(request)
-            timings[name].append((time.perf_counter() - started) * 1000)
-            assert len(jobs) == 8, (name, len(jobs))
-            backend.finish([Finished(job.claim, Outcome(OutcomeKind.COMPLETED)) for job in jobs])
-    return {name: statistics.median(values) for name, values in timings.items()}
-
-
-def drain(app: venturi.App, url: str, prefix: str, task: Any, jobs: int) -> float:
-    """Jobs per second of one Worker (concurrency 8) serving only this task's kind."""
-    task.delay_many([{"n": n} for n in range(jobs)])
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"ANALYZE {prefix}_jobs")
-        worker = Worker(app, concurrency=8, kinds=[task.kind], poll_interval=0.5)
-        worker.start()
-        try:
-            while True:
-                row = conn.execute(
-                    f"SELECT count(*) FROM {prefix}_jobs WHERE kind = %s AND status <> 'completed'",
-                    (task.kind,),
-                ).fetchone()
-                if row is not None and row[0] == 0:
-                    break
-                time.sleep(0.1)
-        finally:
-            worker.stop()
-        row = conn.execute(
-            f"SELECT extract(epoch FROM max(recorded_at) - min(recorded_at)) FROM {prefix}_journal"
-            " WHERE kind = %s AND outcome = 'completed'",
-            (task.kind,),
-        ).fetchone()
-        conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs")
-    assert row is not None
-    return jobs / float(row[0])
+def _enqueue(name: str, task: Any, count: int) -> None:
+    task.delay_many([{"n": n} for n in range(count)])
 
 
 def measure(url: str, claim_count: int, jobs: int, rounds: int) -> dict[str, dict[str, float]]:
@@ -115,13 +62,11 @@ def measure(url: str, claim_count: int, jobs: int, rounds: int) -> dict[str, dic
     app, tasks = build(url, prefix)
     app.migrate()
     try:
-        per_claim = claims(app, url, tasks, claim_count)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs")
+        per_claim = variants.claim_cost(app, url, tasks, claim_count, _enqueue)
         rates: dict[str, list[float]] = {name: [] for name in tasks}
         for _ in range(rounds):
             for name, task in tasks.items():
-                rates[name].append(drain(app, url, prefix, task, jobs))
+                rates[name].append(variants.drain_rate(app, url, name, task, jobs, _enqueue))
     finally:
         app.close()
         with psycopg.connect(url, autocommit=True) as conn:

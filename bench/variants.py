@@ -1,0 +1,84 @@
+"""Claim cost and drain rate of task variants of one App, side by side: the shared
+measurements of ``limits.py`` (limits across workers) and ``fair_bench.py`` (fair claims)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import psycopg
+
+import venturi
+from venturi.runtime.runner import Runner
+from venturi.types import Finished, Outcome, OutcomeKind
+from venturi.worker import Worker
+
+#: Writes ``count`` jobs of the variant ``name`` (its task given).
+Enqueue = Callable[[str, Any, int], None]
+
+
+def claim_cost(
+    app: venturi.App, url: str, tasks: Mapping[str, Any], count: int, enqueue: Enqueue
+) -> dict[str, float]:
+    """Median ms per claim of 8 per variant, in lockstep; each batch is completed outside
+    the clock, so claimed rows stay as few as in a worker."""
+    for name, task in tasks.items():
+        enqueue(name, task, count * 8)
+    backend = app.backend
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"VACUUM ANALYZE {app.prefix}_jobs")
+    runners = {
+        name: Runner(backend, {t.kind: t for t in tasks.values()}, kinds=[t.kind], worker_id="b:1")
+        for name, t in tasks.items()
+    }
+    timings: dict[str, list[float]] = {name: [] for name in tasks}
+    for _ in range(count):
+        for name, runner in runners.items():
+            request = runner.plan.request(free=8, running={}, is_renewed=True)
+            assert request is not None
+            started = time.perf_counter()
+            jobs = runner.claim(request)
+            timings[name].append((time.perf_counter() - started) * 1000)
+            assert len(jobs) == 8, (name, len(jobs))
+            backend.finish([Finished(job.claim, Outcome(OutcomeKind.COMPLETED)) for job in jobs])
+    empty(url, app.prefix)
+    return {name: statistics.median(values) for name, values in timings.items()}
+
+
+def drain_rate(
+    app: venturi.App, url: str, name: str, task: Any, jobs: int, enqueue: Enqueue
+) -> float:
+    """Jobs per second of one Worker (concurrency 8) serving only this task's kind."""
+    prefix = app.prefix
+    enqueue(name, task, jobs)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"ANALYZE {prefix}_jobs")
+        worker = Worker(app, concurrency=8, kinds=[task.kind], poll_interval=0.5)
+        worker.start()
+        try:
+            while True:
+                row = conn.execute(
+                    f"SELECT count(*) FROM {prefix}_jobs WHERE kind = %s AND status <> 'completed'",
+                    (task.kind,),
+                ).fetchone()
+                if row is not None and row[0] == 0:
+                    break
+                time.sleep(0.1)
+        finally:
+            worker.stop()
+        row = conn.execute(
+            f"SELECT extract(epoch FROM max(recorded_at) - min(recorded_at)) FROM {prefix}_journal"
+            " WHERE kind = %s AND outcome = 'completed'",
+            (task.kind,),
+        ).fetchone()
+    empty(url, prefix)
+    assert row is not None
+    return jobs / float(row[0])
+
+
+def empty(url: str, prefix: str) -> None:
+    """Every job, journal entry and fair-claim cursor of ``prefix`` gone."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_fair_cursors")
