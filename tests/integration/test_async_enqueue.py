@@ -268,3 +268,46 @@ def test_a_loop_that_ends_while_its_pool_is_still_connecting_ends(
         proxy.restore()
         held.close()
         proxy.stop()
+
+
+async def test_one_at_a_time_enqueues_after_a_burst_keep_to_one_session(
+    app: venturi.App, database_url: str, prefix: str, tagged_url: str, db: Any
+) -> None:
+    """The async pool's idle sessions are handed out first in, first out; the hot
+    session (ADR 0132) keeps one-at-a-time enqueues from rotating through all of them."""
+    tagged = venturi.App(tagged_url, prefix=prefix, set_as_current=False)
+
+    @tagged.task(kind="pool.probe")
+    def probe(n: int) -> None: ...
+
+    await asyncio.gather(*(probe.adelay(n) for n in range(40)))
+    assert sessions(database_url, tagged_url) >= 2  # the burst opened several
+    mark = db.scalar("SELECT clock_timestamp()")
+    for n in range(10):
+        await probe.adelay(n)
+    name = psycopg.conninfo.conninfo_to_dict(tagged_url)["application_name"]
+    used = db.scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND query_start > %s",
+        (name, mark),
+    )
+    await tagged.aclose()
+    assert used == 1
+    wait_until(lambda: sessions(database_url, tagged_url) == 0)
+
+
+async def test_a_burst_wider_than_the_async_pool_is_served_by_its_one_session(
+    app: venturi.App, database_url: str, prefix: str, db: Any
+) -> None:
+    """A session given back while a checkout waits goes to that checkout, not aside."""
+    narrow = venturi.App(
+        backend=PostgresBackend(database_url, prefix=prefix, pool_size=1, connect_timeout=2),
+        prefix=prefix,
+        set_as_current=False,
+    )
+
+    @narrow.task(kind="pool.probe")
+    def probe(n: int) -> None: ...
+
+    await asyncio.gather(*(probe.adelay(n) for n in range(8)))
+    await narrow.aclose()
+    assert len(db.jobs()) == 8
