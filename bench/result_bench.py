@@ -8,8 +8,9 @@ python bench/result_bench.py [--base-commit REV] [--jobs 20000] [--rounds 3] [--
 - **c=8 drain, no waiters, before and after.** ``--base-commit`` (default
   ``HEAD~``: the code before results) is exported with ``git archive`` into a
   temporary directory; its worker runs ``bench/worker_app.py`` with that
-  directory first on ``PYTHONPATH``, on a prefix migrated by that code (V1-V5).
-  The current code's worker drains a prefix migrated to V6. Rounds alternate
+  directory first on ``PYTHONPATH``; every prefix is migrated by this checkout
+  (its enqueue writes the newest columns; later migrations only add nullable
+  columns and tables, which older workers never read). Rounds alternate
   (before then after, after then before, ...), so both see the same machine
   and neither always goes first; the best round
   of each is kept (interference only slows a round down). Timed by the
@@ -37,7 +38,15 @@ from typing import Any
 
 from venturi_bench import BENCH_DIR, wait_for_completed, worker
 from worker_app import build_app
-from workload import RESULT_KIND, connect, database_url, fresh_name, noop_payload, percentile
+from workload import (
+    RESULT_KIND,
+    connect,
+    database_url,
+    drop_prefix,
+    fresh_name,
+    noop_payload,
+    percentile,
+)
 
 import venturi
 
@@ -45,26 +54,15 @@ ROOT = BENCH_DIR.parent
 
 
 class VersionedPrefix:
-    """A fresh prefix migrated by the code on ``pythonpath`` (None: this checkout)."""
+    """A fresh prefix migrated by this checkout, drained by the code on ``pythonpath``
+    (None: this checkout)."""
 
     def __init__(self, url: str, pythonpath: str | None) -> None:
         self.url = url
         self.value = fresh_name("v")
         self.pythonpath = pythonpath
-        env = self.env()
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys, venturi; a = venturi.App(sys.argv[1], prefix=sys.argv[2]); "
-                "a.migrate(); a.close()",
-                url,
-                self.value,
-            ],
-            check=True,
-            env=env,
-        )
-        self.app, self.noop, _ = build_app(url, self.value)
+        self.app, self.noop, _, _ = build_app(url, self.value)
+        self.app.migrate()
         self.conn = connect(url)
 
     def env(self) -> dict[str, str]:
@@ -98,8 +96,7 @@ class VersionedPrefix:
     def close(self) -> None:
         self.app.close()
         try:
-            for table in ("workers", "journal", "jobs", "migrations"):
-                self.conn.execute(self.sql(f"DROP TABLE IF EXISTS {{p}}_{table} CASCADE"))
+            drop_prefix(self.conn, self.value)
         finally:
             self.conn.close()
 
