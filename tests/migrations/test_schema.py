@@ -86,6 +86,44 @@ def seed_snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         conn.execute(f"DROP TABLE IF EXISTS {prefix}_journal, {prefix}_jobs CASCADE")
 
 
+def across(
+    conn: psycopg.Connection[Any], prefix: str, version: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The prefix's snapshot before and after migration ``version`` (the earlier ones first)."""
+    migrations = load_migrations()
+    Migrator(Prefix.parse(prefix), migrations[: version - 1]).migrate(conn)
+    before = snapshot(conn, prefix)
+    Migrator(Prefix.parse(prefix), migrations[:version]).migrate(conn)
+    return before, snapshot(conn, prefix)
+
+
+def appended_columns(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The columns ``after`` adds (table, name, type, not null, default), each checked to come
+    after every column its table had, the others left exactly as they were (SPEC 5.1)."""
+    added = [c for c in after["columns"] if c not in before["columns"]]
+    last_attnum = {
+        table: max(int(c[1]) for c in before["columns"] if c[0] == table)
+        for table in {c[0] for c in added}
+    }
+    assert all(int(c[1]) > last_attnum[c[0]] for c in added)
+    assert [c for c in after["columns"] if c in before["columns"]] == before["columns"]
+    return [(c[0], c[2], c[3], c[4], c[5]) for c in added]
+
+
+def start_check_refusal(
+    conn: psycopg.Connection[Any], prefix: str, database_url: str, applied: int
+) -> str:
+    """The ``SchemaMissing`` message of the start check on a prefix migrated up to ``applied``."""
+    Migrator(Prefix.parse(prefix), load_migrations()[:applied]).migrate(conn)
+    backend = PostgresBackend(database_url, prefix=prefix)
+    try:
+        with pytest.raises(SchemaMissing) as raised:
+            backend.check_schema()
+    finally:
+        backend.close()
+    return str(raised.value)
+
+
 def test_migrated_schema_equals_the_seed_ddl(
     conn: psycopg.Connection[Any], fresh_prefix: str
 ) -> None:
@@ -262,24 +300,14 @@ def test_v5_only_appends_the_nullable_run_control_columns(
     migrations = load_migrations()
     [v5] = [m for m in migrations if m.version == 5]
     assert v5.name == "run_control"
-    Migrator(Prefix.parse(fresh_prefix), migrations[:4]).migrate(conn)
-    before = snapshot(conn, fresh_prefix)
-    Migrator(Prefix.parse(fresh_prefix), migrations[:5]).migrate(conn)
-    after = snapshot(conn, fresh_prefix)
+    before, after = across(conn, fresh_prefix, 5)
 
     assert after["constraints"] == before["constraints"]
     assert after["indexes"] == before["indexes"]
-    added = [c for c in after["columns"] if c not in before["columns"]]
-    last_attnum = {
-        table: max(int(c[1]) for c in before["columns"] if c[0] == table)
-        for table in ("{{prefix}}_jobs", "{{prefix}}_journal")
-    }
-    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+    assert appended_columns(before, after) == [
         ("{{prefix}}_jobs", "cancel_requested_at", "timestamp with time zone", "False", "None"),
         ("{{prefix}}_journal", "traceback", "text", "False", "None"),
     ]
-    assert all(int(c[1]) > last_attnum[c[0]] for c in added)
-    assert [c for c in after["columns"] if c in before["columns"]] == before["columns"]
 
 
 def test_the_start_check_refuses_a_prefix_migrated_by_an_older_version(
@@ -287,14 +315,7 @@ def test_the_start_check_refuses_a_prefix_migrated_by_an_older_version(
 ) -> None:
     """A worker of this version on a prefix one migration behind (V1-V4 applied): one
     clear ``SchemaMissing`` naming what is missing, not a failing claim later."""
-    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:4]).migrate(conn)
-    backend = PostgresBackend(database_url, prefix=fresh_prefix)
-    try:
-        with pytest.raises(SchemaMissing) as raised:
-            backend.check_schema()
-    finally:
-        backend.close()
-    message = str(raised.value)
+    message = start_check_refusal(conn, fresh_prefix, database_url, 4)
     assert "cancel_requested_at" in message, message
     assert "run `venturi migrate`" in message, message
     Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
@@ -314,34 +335,21 @@ def test_v6_only_appends_the_result_columns(
     migrations = load_migrations()
     [v6] = [m for m in migrations if m.version == 6]
     assert v6.name == "results_and_workflows"
-    Migrator(Prefix.parse(fresh_prefix), migrations[:5]).migrate(conn)
-    before = snapshot(conn, fresh_prefix)
-    Migrator(Prefix.parse(fresh_prefix), migrations[:6]).migrate(conn)
-    after = snapshot(conn, fresh_prefix)
+    before, after = across(conn, fresh_prefix, 6)
 
     assert after["constraints"] == before["constraints"]
     assert after["indexes"] == before["indexes"]
-    added = [c for c in after["columns"] if c not in before["columns"]]
-    last_attnum = max(int(c[1]) for c in before["columns"] if c[0] == "{{prefix}}_jobs")
-    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+    assert appended_columns(before, after) == [
         ("{{prefix}}_jobs", "result", "jsonb", "False", "None"),
         ("{{prefix}}_jobs", "result_awaited", "boolean", "True", "false"),
     ]
-    assert all(int(c[1]) > last_attnum for c in added)
-    assert [c for c in after["columns"] if c in before["columns"]] == before["columns"]
 
 
 def test_the_start_check_names_the_result_storage_on_a_prefix_before_v6(
     conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
 ) -> None:
-    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:5]).migrate(conn)
-    backend = PostgresBackend(database_url, prefix=fresh_prefix)
-    try:
-        with pytest.raises(SchemaMissing) as raised:
-            backend.check_schema()
-    finally:
-        backend.close()
-    assert "result" in str(raised.value), str(raised.value)
+    message = start_check_refusal(conn, fresh_prefix, database_url, 5)
+    assert "result" in message, message
 
 
 def test_v7_only_appends_the_nullable_headers_column(
@@ -352,34 +360,21 @@ def test_v7_only_appends_the_nullable_headers_column(
     migrations = load_migrations()
     [v7] = [m for m in migrations if m.version == 7]
     assert v7.name == "trace_context"
-    Migrator(Prefix.parse(fresh_prefix), migrations[:6]).migrate(conn)
-    before = snapshot(conn, fresh_prefix)
-    Migrator(Prefix.parse(fresh_prefix), migrations[:7]).migrate(conn)
-    after = snapshot(conn, fresh_prefix)
+    before, after = across(conn, fresh_prefix, 7)
 
     assert after["constraints"] == before["constraints"]
     assert after["indexes"] == before["indexes"]
-    added = [c for c in after["columns"] if c not in before["columns"]]
-    last_attnum = max(int(c[1]) for c in before["columns"] if c[0] == "{{prefix}}_jobs")
-    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+    assert appended_columns(before, after) == [
         ("{{prefix}}_jobs", "headers", "jsonb", "False", "None"),
     ]
-    assert int(added[0][1]) > last_attnum
-    assert [c for c in after["columns"] if c in before["columns"]] == before["columns"]
 
 
 def test_the_start_check_refuses_a_prefix_without_the_headers_column(
     conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
 ) -> None:
     """A prefix migrated up to V6 lacks V7's column: ``SchemaMissing`` names it."""
-    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:6]).migrate(conn)
-    backend = PostgresBackend(database_url, prefix=fresh_prefix)
-    try:
-        with pytest.raises(SchemaMissing) as raised:
-            backend.check_schema()
-    finally:
-        backend.close()
-    assert "headers" in str(raised.value), raised.value
+    message = start_check_refusal(conn, fresh_prefix, database_url, 6)
+    assert "headers" in message, message
 
 
 def test_the_start_check_names_the_claim_limits_table_when_v8_is_missing(
@@ -387,14 +382,8 @@ def test_the_start_check_names_the_claim_limits_table_when_v8_is_missing(
 ) -> None:
     """ADR 0128: the claim of a limited kind reads _claim_limits, so its absence is refused
     at start, not at the first limited claim."""
-    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:7]).migrate(conn)
-    backend = PostgresBackend(database_url, prefix=fresh_prefix)
-    try:
-        with pytest.raises(SchemaMissing) as raised:
-            backend.check_schema()
-    finally:
-        backend.close()
-    assert "run `venturi migrate`" in str(raised.value), str(raised.value)
+    message = start_check_refusal(conn, fresh_prefix, database_url, 7)
+    assert "run `venturi migrate`" in message, message
     Migrator(Prefix.parse(fresh_prefix)).migrate(conn)
     backend = PostgresBackend(database_url, prefix=fresh_prefix)
     try:
@@ -419,10 +408,7 @@ def test_v10_appends_the_fair_key_column_its_partial_index_and_the_cursor_table(
     migrations = load_migrations()
     [v10] = [m for m in migrations if m.version == 10]
     assert v10.name == "fair_claims"
-    Migrator(Prefix.parse(fresh_prefix), migrations[:9]).migrate(conn)
-    before = snapshot(conn, fresh_prefix)
-    Migrator(Prefix.parse(fresh_prefix), migrations[:10]).migrate(conn)
-    after = snapshot(conn, fresh_prefix)
+    before, after = across(conn, fresh_prefix, 10)
 
     assert after["constraints"] == before["constraints"]
     assert {k: v for k, v in after["indexes"].items() if k not in before["indexes"]} == {
@@ -431,12 +417,9 @@ def test_v10_appends_the_fair_key_column_its_partial_index_and_the_cursor_table(
     assert {k: v for k, v in after["indexes"].items() if k in before["indexes"]} == before[
         "indexes"
     ]
-    added = [c for c in after["columns"] if c not in before["columns"]]
-    last_attnum = max(int(c[1]) for c in before["columns"] if c[0] == "{{prefix}}_jobs")
-    assert [(c[0], c[2], c[3], c[4], c[5]) for c in added] == [
+    assert appended_columns(before, after) == [
         ("{{prefix}}_jobs", "fair_key", "text", "False", "None"),
     ]
-    assert int(added[0][1]) > last_attnum
     cursors = conn.execute(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull"
         " FROM pg_attribute a WHERE a.attrelid = %s::regclass AND a.attnum > 0"
@@ -455,11 +438,5 @@ def test_v10_appends_the_fair_key_column_its_partial_index_and_the_cursor_table(
 def test_the_start_check_names_the_fair_key_when_v10_is_missing(
     conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
 ) -> None:
-    Migrator(Prefix.parse(fresh_prefix), load_migrations()[:9]).migrate(conn)
-    backend = PostgresBackend(database_url, prefix=fresh_prefix)
-    try:
-        with pytest.raises(SchemaMissing) as raised:
-            backend.check_schema()
-    finally:
-        backend.close()
-    assert "fair_key" in str(raised.value), str(raised.value)
+    message = start_check_refusal(conn, fresh_prefix, database_url, 9)
+    assert "fair_key" in message, message
