@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import sys
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 import variants
-from workload import drop_prefix
 
 import venturi
 
@@ -67,20 +64,10 @@ def _enqueue(name: str, task: Any, count: int) -> None:
 
 def measure(url: str, *, claims: int = 1000, jobs: int = 5000, rounds: int = 2) -> Figures:
     """Claim cost and drain rate of every variant, on a fresh prefix dropped afterwards."""
-    prefix = f"bench_f_{secrets.token_hex(3)}"
-    app, tasks = _build(url, prefix)
-    app.migrate()
-    try:
-        per_claim = variants.claim_cost(app, url, tasks, claims, _enqueue)
-        rates: dict[str, list[float]] = {name: [] for name in tasks}
-        for _ in range(rounds):
-            for name, task in tasks.items():
-                rates[name].append(variants.drain_rate(app, url, name, task, jobs, _enqueue))
-    finally:
-        app.close()
-        with psycopg.connect(url, autocommit=True) as conn:
-            drop_prefix(conn, prefix)
-    return Figures(per_claim, {name: max(values) for name, values in rates.items()})
+    per_claim, rates = variants.measure(
+        url, _build, _enqueue, claims=claims, jobs=jobs, rounds=rounds
+    )
+    return Figures(per_claim, rates)
 
 
 def main() -> None:

@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import sys
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import variants
-from workload import drop_prefix
 
 import venturi
 
@@ -58,22 +55,12 @@ def _enqueue(name: str, task: Any, count: int) -> None:
 
 def measure(url: str, claim_count: int, jobs: int, rounds: int) -> dict[str, dict[str, float]]:
     """Per variant: median ms per claim of 8 (lockstep) and the best drain of ``rounds``."""
-    prefix = f"bench_l_{secrets.token_hex(3)}"
-    app, tasks = build(url, prefix)
-    app.migrate()
-    try:
-        per_claim = variants.claim_cost(app, url, tasks, claim_count, _enqueue)
-        rates: dict[str, list[float]] = {name: [] for name in tasks}
-        for _ in range(rounds):
-            for name, task in tasks.items():
-                rates[name].append(variants.drain_rate(app, url, name, task, jobs, _enqueue))
-    finally:
-        app.close()
-        with psycopg.connect(url, autocommit=True) as conn:
-            drop_prefix(conn, prefix)
+    per_claim, rates = variants.measure(
+        url, build, _enqueue, claims=claim_count, jobs=jobs, rounds=rounds
+    )
     return {
-        name: {"ms_per_claim": per_claim[name], "drain_jobs_per_s": max(rates[name])}
-        for name in tasks
+        name: {"ms_per_claim": per_claim[name], "drain_jobs_per_s": rates[name]}
+        for name in VARIANTS
     }
 
 

@@ -3,12 +3,14 @@ measurements of ``limits.py`` (limits across workers) and ``fair_bench.py`` (fai
 
 from __future__ import annotations
 
+import secrets
 import statistics
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
+from workload import drop_prefix
 
 import venturi
 from venturi.runtime.runner import Runner
@@ -17,6 +19,29 @@ from venturi.worker import Worker
 
 #: Writes ``count`` jobs of the variant ``name`` (its task given).
 Enqueue = Callable[[str, Any, int], None]
+#: An App on the prefix given, and its task per variant name.
+Build = Callable[[str, str], tuple[venturi.App, dict[str, Any]]]
+
+
+def measure(
+    url: str, build: Build, enqueue: Enqueue, *, claims: int, jobs: int, rounds: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per variant: the median ms per claim of 8 (lockstep) and the best drain rate of
+    ``rounds``, on a fresh prefix dropped afterwards."""
+    prefix = f"bench_x_{secrets.token_hex(3)}"
+    app, tasks = build(url, prefix)
+    app.migrate()
+    try:
+        per_claim = claim_cost(app, url, tasks, claims, enqueue)
+        rates: dict[str, list[float]] = {name: [] for name in tasks}
+        for _ in range(rounds):
+            for name, task in tasks.items():
+                rates[name].append(drain_rate(app, url, name, task, jobs, enqueue))
+    finally:
+        app.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            drop_prefix(conn, prefix)
+    return per_claim, {name: max(values) for name, values in rates.items()}
 
 
 def claim_cost(
