@@ -1,16 +1,21 @@
-"""The adapter's pool: pooled sessions are reused, even on descriptors above 1023."""
+"""The adapter's pool: pooled sessions are reused, even on descriptors above 1023, and
+one-at-a-time statements keep to one session."""
 
 from __future__ import annotations
 
 import logging
 import os
 import resource
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 import venturi
+from venturi.postgres import PostgresBackend
 
 
 @pytest.fixture
@@ -49,3 +54,56 @@ def test_a_pooled_session_on_a_high_descriptor_is_reused_not_replaced(
     assert all(fd > 1023 for fd, _ in pids), pids
     discarded = [r for r in caplog.records if "discarding a pooled connection" in r.getMessage()]
     assert discarded == [], pids
+
+
+def test_one_at_a_time_statements_after_a_burst_keep_to_one_session(
+    database_url: str, prefix: str
+) -> None:
+    """psycopg_pool hands out idle sessions first in, first out; the hot session
+    (ADR 0132) keeps one-at-a-time statements from rotating through all of them."""
+    app = venturi.App(database_url, prefix=prefix, set_as_current=False)
+    backend: Any = app.backend
+    burst = threading.Barrier(4)
+
+    def hold_one() -> int:
+        return int(backend._run(lambda conn: (burst.wait(timeout=10), conn.info.backend_pid)[1]))
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            opened = set(pool.map(lambda _: hold_one(), range(4)))
+        assert len(opened) == 4  # the burst held four sessions at once
+        pids = [backend._run(lambda conn: conn.info.backend_pid) for _ in range(10)]
+    finally:
+        app.close()
+    assert len(set(pids)) == 1, pids
+
+
+def test_a_session_given_back_while_a_checkout_waits_goes_to_that_checkout(
+    database_url: str, prefix: str
+) -> None:
+    """With one session and a second thread waiting for it, giving it back hands it on
+    at once rather than keeping it hot (the waiter would time out otherwise)."""
+    backend = PostgresBackend(database_url, prefix=prefix, pool_size=1, connect_timeout=2)
+    held, waiting = threading.Event(), threading.Event()
+    got: list[int] = []
+
+    def second() -> None:
+        held.wait(timeout=10)
+        waiting.set()
+        got.append(backend._run(lambda conn: conn.info.backend_pid))
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    try:
+
+        def first(conn: Any) -> int:
+            held.set()
+            waiting.wait(timeout=10)
+            time.sleep(0.2)  # the second thread is in the pool's queue by now
+            return int(conn.info.backend_pid)
+
+        pid = backend._run(first)
+        thread.join(timeout=10)
+    finally:
+        backend.close()
+    assert got == [pid]

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 Connection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
+C = TypeVar("C", Connection, AsyncConnection)
 
 #: How long a caller waits for a pooled connection (or a first connection) before
 #: BackendUnavailable: bounded, so a missing database never hangs a caller.
@@ -161,6 +162,69 @@ def use_generic_plans(conn: Connection) -> None:
     conn.execute("SET plan_cache_mode = force_generic_plan")
 
 
+#: Longest a session stays hot, out of its pool, before it goes back (ADR 0132).
+HOT_FOR = 1.0
+
+
+class _HotSession(Generic[C]):
+    """The last session given back, kept aside for the next checkout (ADR 0132).
+
+    psycopg_pool hands out its idle sessions first in, first out, so once a
+    burst has opened several, one-at-a-time statements rotate through all of
+    them, each server process cold (measured: ``.delay()`` 0.75 of the
+    same-schema INSERT with two sessions rotating, 0.81 with one kept hot;
+    ``await .adelay()`` 0.79 of ``.delay()`` after a burst, 0.91 before), and
+    the pool's own checkout costs about as much again as the hot path. The hot
+    session goes back to the pool when a checkout is waiting for one, and
+    after ``HOT_FOR`` seconds out of it, so the pool's lifetime and idle
+    limits still apply to every session. Bookkeeping only: the sync pool
+    calls it under its lock, the async one from its loop.
+    """
+
+    def __init__(self) -> None:
+        self.hot: C | None = None
+        self._taken_at: dict[C, float] = {}
+        self.waiting = 0
+
+    def take(self) -> C | None:
+        """The hot session, or None, and then the caller is counted as waiting for the pool."""
+        hot, self.hot = self.hot, None
+        if hot is None:
+            self.waiting += 1
+        return hot
+
+    def got(self, conn: C | None) -> None:
+        """The pool's checkout ended (``conn``, or None when it failed)."""
+        self.waiting -= 1
+        if conn is not None:
+            self._taken_at[conn] = time.monotonic()
+
+    def keep(self, conn: C) -> bool:
+        """Keep ``conn`` hot (True), or forget it: the caller returns it to the pool."""
+        if (
+            self.hot is None
+            and not self.waiting
+            and not conn.closed
+            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            and time.monotonic() - self._taken_at.get(conn, 0.0) < HOT_FOR
+        ):
+            self.hot = conn
+            return True
+        self._taken_at.pop(conn, None)
+        return False
+
+    def forget(self, conn: C) -> None:
+        """``conn`` is discarded (its session ended) and goes back to the pool closed."""
+        self._taken_at.pop(conn, None)
+
+    def clear(self) -> C | None:
+        """The hot session, forgotten: the caller returns it before closing the pool."""
+        hot, self.hot = self.hot, None
+        if hot is not None:
+            self._taken_at.pop(hot, None)
+        return hot
+
+
 class Pool:
     """A psycopg pool that opens on first use and never hands out a session the server ended.
 
@@ -202,6 +266,8 @@ class Pool:
             configure=configure,
         )
         self._is_open = False
+        self._lock = threading.Lock()
+        self._hot: _HotSession[Connection] = _HotSession()
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -217,17 +283,36 @@ class Pool:
             with conn:
                 yield conn
         finally:
-            self._pool.putconn(conn)
+            with self._lock:
+                kept = self._hot.keep(conn)
+            if not kept:
+                self._pool.putconn(conn)
 
     def _live_connection(self) -> Connection:
         for _ in range(self._pool.max_size):
-            conn = self._pool.getconn()
+            conn = self._checkout()
             if _is_live(conn):
                 return conn
             logger.debug("discarding a pooled connection whose session the server ended")
+            with self._lock:
+                self._hot.forget(conn)
             conn.close()
             self._pool.putconn(conn)  # closed: the pool drops it and connects anew
-        return self._pool.getconn()
+        return self._checkout()
+
+    def _checkout(self) -> Connection:
+        """The hot session if there is one, else the pool's next (ADR 0132)."""
+        with self._lock:
+            hot = self._hot.take()
+        if hot is not None:
+            return hot
+        conn: Connection | None = None
+        try:
+            conn = self._pool.getconn()
+        finally:
+            with self._lock:
+                self._hot.got(conn)
+        return conn
 
     def _why_unavailable(self, timeout: PoolTimeout) -> BackendUnavailable:
         """The pool only says it timed out; one direct attempt says why (refused, no such db)."""
@@ -242,6 +327,10 @@ class Pool:
 
     def close(self) -> None:
         if self._is_open:
+            with self._lock:
+                hot = self._hot.clear()
+            if hot is not None:
+                self._pool.putconn(hot)
             self._pool.close()
             self._is_open = False
 
@@ -351,10 +440,6 @@ class PostgresLeadership:
             logger.debug("could not give the role up; closing the connection does")
         finally:
             self._conn.close()
-
-
-#: Longest an async session stays hot, out of its pool, before it goes back (ADR 0132).
-HOT_FOR = 1.0
 
 
 class AsyncPool:
@@ -475,18 +560,8 @@ class AsyncPool:
 
 
 class _LoopPool:
-    """One loop's pool, and the sessions it opened (to close them once the loop is gone).
-
-    The last session given back is kept aside, *hot*, and the next checkout
-    takes it without asking the pool (ADR 0132): psycopg_pool hands out its
-    idle sessions first in, first out, so once a burst (``gather``) has opened
-    several, one-at-a-time enqueues would rotate through all of them, each
-    server process cold (measured: ``await .adelay()`` 0.79 of ``.delay()``
-    after a burst, 0.91 before), and the pool's own checkout costs about as
-    much again as the hot path. The hot session goes back to the pool when a
-    checkout is waiting for one, and after ``HOT_FOR`` seconds out of it, so
-    the pool's lifetime and idle limits still apply to every session.
-    """
+    """One loop's pool, and the sessions it opened (to close them once the loop is gone);
+    the last session given back is kept hot (``_HotSession``)."""
 
     def __init__(
         self,
@@ -511,10 +586,7 @@ class _LoopPool:
         self._close_timeout = connect_timeout
         self._is_open = False
         self._guard: asyncio.Task[None] | None = None
-        self._hot: AsyncConnection | None = None
-        #: When the hot session (or the one that will become it) left the pool.
-        self._taken_at: dict[AsyncConnection, float] = {}
-        self._waiting = 0
+        self._hot: _HotSession[AsyncConnection] = _HotSession()
 
     async def _track(self, conn: AsyncConnection) -> None:
         self.sessions.add(conn)
@@ -546,55 +618,38 @@ class _LoopPool:
             self._guard.cancel()
 
     async def live_connection(self) -> AsyncConnection:
-        hot, self._hot = self._hot, None
-        if hot is not None:
-            if await _is_live_async(hot):
-                return hot
-            await self._discard(hot)
         for _ in range(self.pool.max_size):
-            conn = await self._from_pool()
+            conn = await self._checkout()
             if await _is_live_async(conn):
                 return conn
-            await self._discard(conn)
-        return await self._from_pool()
+            logger.debug("discarding a pooled connection whose session the server ended")
+            self._hot.forget(conn)
+            await conn.close()
+            await self.pool.putconn(conn)  # closed: the pool drops it and connects anew
+        return await self._checkout()
 
-    async def give_back(self, conn: AsyncConnection) -> None:
-        """Keep ``conn`` hot for the next checkout, or return it to the pool."""
-        taken_at = self._taken_at.get(conn, 0.0)
-        if (
-            self._hot is None
-            and not self._waiting
-            and not conn.closed
-            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            and time.monotonic() - taken_at < HOT_FOR
-        ):
-            self._hot = conn
-            return
-        self._taken_at.pop(conn, None)
-        await self.pool.putconn(conn)
-
-    async def _close_pool(self) -> None:
-        """Return the hot session, then close the pool (which closes every session)."""
-        hot, self._hot = self._hot, None
+    async def _checkout(self) -> AsyncConnection:
+        hot = self._hot.take()
         if hot is not None:
-            self._taken_at.pop(hot, None)
-            await self.pool.putconn(hot)
-        await self.pool.close(timeout=self._close_timeout)
-
-    async def _from_pool(self) -> AsyncConnection:
-        self._waiting += 1
+            return hot
+        conn: AsyncConnection | None = None
         try:
             conn = await self.pool.getconn()
         finally:
-            self._waiting -= 1
-        self._taken_at[conn] = time.monotonic()
+            self._hot.got(conn)
         return conn
 
-    async def _discard(self, conn: AsyncConnection) -> None:
-        logger.debug("discarding a pooled connection whose session the server ended")
-        self._taken_at.pop(conn, None)
-        await conn.close()
-        await self.pool.putconn(conn)  # closed: the pool drops it and connects anew
+    async def give_back(self, conn: AsyncConnection) -> None:
+        """Keep ``conn`` hot for the next checkout, or return it to the pool."""
+        if not self._hot.keep(conn):
+            await self.pool.putconn(conn)
+
+    async def _close_pool(self) -> None:
+        """Return the hot session, then close the pool (which closes every session)."""
+        hot = self._hot.clear()
+        if hot is not None:
+            await self.pool.putconn(hot)
+        await self.pool.close(timeout=self._close_timeout)
 
     def close_sockets(self) -> None:
         """End every session of a pool whose loop is gone; libpq's ``finish`` needs no loop."""

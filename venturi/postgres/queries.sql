@@ -28,19 +28,17 @@ SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 -- name: enqueue_job :exec
 -- The single-job path of .delay(): plain parameters instead of one-element arrays,
 -- which psycopg would dump in Python (about 0.2 ms of a 0.95 ms enqueue). Same
--- rows and wake-up as enqueue_jobs.
-WITH clock AS (
-    SELECT clock_timestamp() AS enqueued_at
-), inserted AS (
-    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
-                                 fair_key)
-    SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
-           coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
-           %(fair_key)s
-    FROM clock
-    RETURNING 1
-)
-SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+-- rows and wake-up as enqueue_jobs. One flat INSERT ... SELECT: the one-row
+-- subquery is evaluated once and never dropped (PostgreSQL keeps a subquery output
+-- that calls a volatile function), and the NOTIFY waits for the commit as in
+-- enqueue_jobs. Measured 0.93-0.94 of the same-schema plain INSERT on one
+-- connection against 0.89 for a CTE that counts the inserted rows (ADR 0132).
+INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
+                             fair_key)
+SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
+       coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
+       %(fair_key)s
+FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
 
 -- name: copy_jobs :copy
 -- Bulk path for large batches: COPY is about twice as fast as the unnest insert.
@@ -839,18 +837,12 @@ WHERE id = %(id)s AND status IN ('pending', 'claimed') AND NOT result_awaited
 -- name: enqueue_job_with_headers :exec
 -- enqueue_job with the trace headers of an instrumented enqueue (ADR 0127); a
 -- statement of its own so the uninstrumented path sends nothing more.
-WITH clock AS (
-    SELECT clock_timestamp() AS enqueued_at
-), inserted AS (
-    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
-                                 headers, fair_key)
-    SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
-           coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
-           %(headers)s::jsonb, %(fair_key)s
-    FROM clock
-    RETURNING 1
-)
-SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
+                             headers, fair_key)
+SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
+       coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
+       %(headers)s::jsonb, %(fair_key)s
+FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
 
 -- name: enqueue_jobs_with_headers :exec
 -- enqueue_jobs with the trace headers of an instrumented enqueue (ADR 0127).
