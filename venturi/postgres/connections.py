@@ -16,7 +16,9 @@ crosses the Backend boundary.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import math
 import os
 import select
 import socket
@@ -34,7 +36,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
 from venturi.naming import Prefix
-from venturi.postgres.queries import Queries
+from venturi.postgres.queries import Queries, read_json_with_venturi
 
 logger = logging.getLogger(__name__)
 
@@ -225,6 +227,12 @@ class _HotSession(Generic[C]):
         return hot
 
 
+def _configure(conn: Connection, *, then: Callable[[Connection], None] | None) -> None:
+    read_json_with_venturi(conn)
+    if then is not None:
+        then(conn)
+
+
 class Pool:
     """A psycopg pool that opens on first use and never hands out a session the server ended.
 
@@ -263,7 +271,7 @@ class Pool:
             timeout=connect_timeout,
             open=False,
             name=name,
-            configure=configure,
+            configure=functools.partial(_configure, then=configure),
         )
         self._is_open = False
         self._lock = threading.Lock()
@@ -589,6 +597,7 @@ class _LoopPool:
         self._hot: _HotSession[AsyncConnection] = _HotSession()
 
     async def _track(self, conn: AsyncConnection) -> None:
+        read_json_with_venturi(conn)
         self.sessions.add(conn)
 
     async def open(self) -> None:
@@ -703,7 +712,11 @@ class ReplyWatchdog:
     sessions inside ``bounded`` blocks; an overdue one has its socket shut down,
     which wakes the blocked statement with an error, and the block raises
     ``BackendUnavailable`` saying so. The pool then drops the session and
-    connects anew. Registering costs a lock and a dict entry, no round trip.
+    connects anew. Registering costs a lock and a dict entry, no round trip,
+    and wakes the thread only when the new deadline comes before the one it
+    sleeps until: every block has the same timeout, so that is only when it
+    sleeps with nothing to watch (waking it for every claim cost a thread
+    switch per statement: 50 us of a 0.75 ms idle claim, ADR 0132).
     """
 
     def __init__(self, reply_timeout: float, *, name: str) -> None:
@@ -713,6 +726,8 @@ class ReplyWatchdog:
         self._watches: dict[int, _Watch] = {}
         self._thread: threading.Thread | None = None
         self._is_stopping = False
+        #: When the watching thread looks next (infinity: it waits for a first watch).
+        self._looks_at = math.inf
 
     @contextmanager
     def bounded(self, conn: Connection) -> Iterator[None]:
@@ -723,7 +738,9 @@ class ReplyWatchdog:
             if self._thread is None and not self._is_stopping:
                 self._thread = threading.Thread(target=self._watch, name=self._name, daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            if watch.deadline < self._looks_at:
+                self._looks_at = watch.deadline
+                self._changed.notify()
         try:
             yield
         except psycopg.OperationalError as exc:
@@ -752,7 +769,8 @@ class ReplyWatchdog:
                     )
                     _shut_down(watch.conn)
                 pending = [w.deadline for w in self._watches.values() if not w.is_abandoned]
-                self._changed.wait(min(pending) - now if pending else None)
+                self._looks_at = min(pending, default=math.inf)
+                self._changed.wait(self._looks_at - now if pending else None)
 
     def stop(self) -> None:
         """End the watching thread; idempotent. Blocks entered later go unwatched."""
