@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
-from support import PREFIX_TABLES, Database
+from support import Database, drop_prefix
 
 import venturi
 from venturi.postgres.embedded import embedded_database_url
@@ -66,12 +66,6 @@ def prefix(database_url: str) -> Iterator[str]:
     app.close()
     yield value
     drop_prefix(database_url, value)
-
-
-def drop_prefix(database_url: str, prefix: str) -> None:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in PREFIX_TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
 
 
 @pytest.fixture

@@ -25,6 +25,12 @@ PREFIX_TABLES = (
 )
 
 
+def drop_prefix(database_url: str, prefix: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for table in PREFIX_TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, every: float = 0.02) -> Any:
     """Poll ``predicate`` until it is truthy; a bound against hanging, not a timing assert."""
     deadline = time.monotonic() + timeout

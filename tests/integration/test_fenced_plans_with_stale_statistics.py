@@ -15,11 +15,17 @@ array. 100,000 rows, so that reading the whole table would be the wrong plan.
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg.rows import dict_row
+from support import Database, drop_prefix
 
+import venturi
 from venturi.naming import Prefix
 from venturi.postgres.queries import Queries
 
@@ -95,3 +101,83 @@ def test_fenced_changes_probe_the_primary_key_not_the_claimed_entries(
     assert f"{prefix}_jobs_history" not in used, used
     assert f"{prefix}_jobs_lease" not in used, used
     assert f"{prefix}_jobs" not in scanned_relations(plan)
+
+
+BATCH = 200
+
+
+@pytest.fixture
+def own_prefix(database_url: str) -> Iterator[str]:
+    """A prefix of this test's own: its tables have never been analyzed."""
+    value = f"t_{secrets.token_hex(5)}"
+    app = venturi.App(database_url, prefix=value, set_as_current=False)
+    app.migrate()
+    app.close()
+    yield value
+    drop_prefix(database_url, value)
+
+
+def removed_by_join_filters(plan: Any) -> int:
+    removed = int(plan.get("Rows Removed by Join Filter", 0))
+    return removed + sum(removed_by_join_filters(child) for child in plan.get("Plans", []))
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["never-analyzed", "analyzed"])
+@pytest.mark.parametrize(
+    "name", ["finish_jobs", "finish_jobs_in_workflows", "renew_leases", "release_jobs"]
+)
+def test_fenced_changes_match_each_claim_to_its_input_once(
+    database_url: str, own_prefix: str, name: str, analyzed: bool
+) -> None:
+    """Each row found is matched to its input row by id (a hash or merge join), not by
+    rescanning the whole input for every row: the fence's own tests on _jobs, as
+    restrictions, made the planner expect one row and loop (ADR 0132), quadratic in the
+    batch (200 outcomes: 39,800 rows removed by the join filter, 13.6 ms against 3.5)."""
+    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+        plan = _explained_fenced_change(Database(conn, own_prefix), own_prefix, name, analyzed)
+    assert removed_by_join_filters(plan) == 0
+
+
+def _explained_fenced_change(db: Database, prefix: str, name: str, analyzed: bool) -> Any:
+    db.execute(
+        "INSERT INTO {{prefix}}_jobs (id, kind, payload, status, created_at, visible_at)"
+        " SELECT lpad(n::text, 26, '0'), 'only.kind', '{}', 'pending',"
+        " now() - make_interval(secs => n), now() - make_interval(secs => n)"
+        " FROM generate_series(1, 20000) AS n"
+    )
+    if analyzed:
+        db.execute("ANALYZE {{prefix}}_jobs")
+    ids = [
+        row["id"]
+        for row in db.all(
+            "UPDATE {{prefix}}_jobs SET status = 'claimed', claimed_by = 'h:1', run_count = 1,"
+            " claim_expires_at = now() + interval '1 minute'"
+            " WHERE id IN (SELECT id FROM {{prefix}}_jobs ORDER BY id LIMIT %s) RETURNING id",
+            (BATCH,),
+        )
+    ]
+    params: dict[str, Any] = {
+        "ids": ids,
+        "claimed_by": ["h:1"] * BATCH,
+        "run_counts": [1] * BATCH,
+        "lease": timedelta(minutes=1),
+        "note": "shutdown",
+        "outcomes": ["completed"] * BATCH,
+        "notes": [None] * BATCH,
+        "failures": [False] * BATCH,
+        "delays": [timedelta(0)] * BATCH,
+        "etas": [None] * BATCH,
+        "carries": [None] * BATCH,
+        "attachments": [None] * BATCH,
+        "tracebacks": [None] * BATCH,
+        "results": ["null"] * BATCH,
+        "result_channel": "venturi_result_",
+        "channel": "venturi_wakeup",
+    }
+    query = getattr(Queries(Prefix.parse(prefix)), name)
+    db.execute("BEGIN")
+    try:
+        (row,) = db.all("EXPLAIN (ANALYZE, FORMAT JSON) " + query.sql, params)
+    finally:
+        db.execute("ROLLBACK")
+    return row["QUERY PLAN"][0]["Plan"]

@@ -136,15 +136,20 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- Many outcomes in one statement: each row change is fenced on its claim
 -- (status, claimed_by, run_count; ADR 19) and each change writes its journal
 -- entry in the same statement (ADR 11, 16). Lost claims simply match nothing.
--- Here, in renew_leases and in release_jobs, the rows are found by
--- `id = ANY(ids)` (primary-key probes), and `status || ''` keeps the fence out of
--- the index conditions on purpose: with `status = 'claimed'` the planner,
--- whenever its statistics saw few claims, drove the join from _jobs_history,
--- walking every claimed row version (dead ones too, until VACUUM): 2-3.6 s per
--- 500-outcome finish, measured; without `id = ANY` it read the whole table of
--- 100k rows. :replan because the generic plan of `id = ANY($1)` is a sequential
--- scan testing each row against the whole array (5x slower at 40k rows)
--- (tests/integration/test_fenced_plans_with_stale_statistics.py).
+-- Here, in finish_jobs_in_workflows, renew_leases and release_jobs, the rows are
+-- found by `id = ANY(ids)` (primary-key probes), and the row's own tests (status;
+-- here also workflow_id) are written as join clauses, `(test OR j.id <> i.id)`,
+-- whose second half is false for the row joined. As restrictions on _jobs they
+-- could drive the scan (with `status = 'claimed'` the planner, whenever its
+-- statistics saw few claims, drove the join from _jobs_history, walking every
+-- claimed row version, dead ones too, until VACUUM: 2-3.6 s per 500-outcome
+-- finish, measured), and their unknown selectivity (0.005 each, kept out of the
+-- index by `status || ''`) made it expect about one row and rescan the whole input
+-- for each row found: quadratic in the batch (ADR 0132: 200 outcomes 13.6 ms
+-- against 3.5 ms; 500 on a table never analyzed 74 ms against 9.8 ms). Without
+-- `id = ANY` it read the whole table of 100k rows. :replan because the generic
+-- plan of `id = ANY($1)` is a sequential scan testing each row against the whole
+-- array (5x slower at 40k rows) (tests/integration/test_fenced_plans_with_stale_statistics.py).
 -- A job whose cancellation was requested never becomes pending again: a paused
 -- or retried outcome of it is recorded dead, note `cancelled (...)` (ADR 0121).
 -- The traceback of a failed run goes with its journal entry (V5).
@@ -181,8 +186,8 @@ WITH input AS (
         claim_expires_at = NULL
     FROM input AS i
     WHERE j.id = ANY(%(ids)s::text[]) AND j.id = i.id
-      AND j.status || '' = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
-      AND j.workflow_id IS NULL
+      AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
+      AND (j.status = 'claimed' AND j.workflow_id IS NULL OR j.id <> i.id)
     RETURNING j.id, j.kind, j.run_count,
               j.cancel_requested_at IS NOT NULL
                   AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled,
@@ -242,7 +247,8 @@ WITH RECURSIVE input AS (
         claim_expires_at = NULL
     FROM input AS i
     WHERE j.id = ANY(%(ids)s::text[]) AND j.id = i.id
-      AND j.status || '' = 'claimed' AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
+      AND j.claimed_by = i.claimed_by AND j.run_count = i.run_count
+      AND (j.status = 'claimed' OR j.id <> i.id)
     RETURNING j.id, j.kind, j.run_count,
               j.cancel_requested_at IS NOT NULL
                   AND i.outcome NOT IN ('completed', 'dead') AS is_cancelled,
@@ -359,7 +365,8 @@ SET claim_expires_at = now() + %(lease)s
 FROM unnest(%(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[])
     AS c(id, claimed_by, run_count)
 WHERE j.id = ANY(%(ids)s::text[]) AND j.id = c.id
-  AND j.status || '' = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
+  AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
+  AND (j.status = 'claimed' OR j.id <> c.id)
 RETURNING j.id, j.cancel_requested_at IS NOT NULL AS is_cancel_requested
 
 -- name: release_jobs :many :replan
@@ -375,7 +382,8 @@ WITH released AS (
     FROM unnest(%(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[])
         AS c(id, claimed_by, run_count)
     WHERE j.id = ANY(%(ids)s::text[]) AND j.id = c.id
-      AND j.status || '' = 'claimed' AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
+      AND j.claimed_by = c.claimed_by AND j.run_count = c.run_count
+      AND (j.status = 'claimed' OR j.id <> c.id)
     RETURNING j.id, j.kind, j.run_count, j.cancel_requested_at IS NOT NULL AS is_cancelled
 )
 INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
