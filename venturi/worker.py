@@ -4,7 +4,8 @@ The parts of one running ``Worker`` (threads named ``venturi-worker-...``):
 
 - **claim loop** - claims batches planned by ``ClaimPlan`` (room under each
   cap, ADR 0107; claim-ahead, ADR 0114; floors, ADR 0115), then waits
-  (``Waiter``, ADR 20) when there was less work than room;
+  (``Waiter``, ADR 20) when there was less work than room, on the listener
+  that turns NOTIFY into wake-ups (ADR 0102; no thread of its own, ADR 0132);
 - **handlers** - ``concurrency`` threads, each running one job at a time (no
   thread per job), taking claimed jobs from one local queue;
 - **event loop** - when some served task is ``async def``: one thread owning
@@ -13,7 +14,6 @@ The parts of one running ``Worker`` (threads named ``venturi-worker-...``):
   thread (runtime/aio.py, ADR 0126);
 - **committer** - the one path that records outcomes (ADR 0104);
 - **lease keeper** - renews held claims and sweeps expired ones (ADR 19, 0109);
-- **listener** - turns NOTIFY into wake-ups (ADR 0102);
 - **pruner** - with ``retention``, deletes old terminal jobs;
 - **registry** - keeps the worker's registry entry alive (ADR 0119).
 - **limits** - ends runs past their task's ``time_limit``, and cancelled runs
@@ -269,7 +269,7 @@ class Worker:
             self._stopped.clear()
         runner = self._run_path()
         name = f"venturi-worker-{id(self):x}"
-        waiter = Waiter(runner.backend, poll_interval=self.poll_interval, name=name)
+        waiter = Waiter(runner.backend, poll_interval=self.poll_interval)
         keeper = runner.lease_keeper(
             recovery_interval=self.recovery_interval,
             on_recovered=waiter.wake,
@@ -293,7 +293,9 @@ class Worker:
             runtime.loop = EventLoopThread(
                 f"{name}-loop", describe=lambda task: self._describe(runtime, task)
             )
-        runtime.claiming = ServiceThread(f"{name}-claim", lambda: self._claim_step(runtime))
+        runtime.claiming = ServiceThread(
+            f"{name}-claim", lambda: self._claim_step(runtime), on_exit=waiter.close
+        )
         runtime.handlers = _Handlers(
             lambda: self._handle_jobs(runtime),
             runtime.jobs,
@@ -307,7 +309,6 @@ class Worker:
         if self.retention is not None:
             pruner = Pruner(runner.backend, retention=self.retention)
             runtime.others.append(ServiceThread(f"{name}-pruner", pruner.step))
-        runtime.others.append(waiter)
 
         def running() -> int:
             with self._lock:

@@ -16,6 +16,7 @@ crosses the Backend boundary.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import math
@@ -356,58 +357,101 @@ def _is_live(conn: Connection) -> bool:
 
 
 def _has_input(fd: int) -> bool:
-    """Unread input or a hang-up on ``fd``, without blocking; True when unsure.
-
-    ``poll`` where there is one: ``select`` refuses descriptors above 1023,
-    which a busy web server's connections can have.
-    """
+    """Unread input or a hang-up on ``fd``, without blocking; True when unsure."""
     try:
-        if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            return bool(poller.poll(0))
-        readable, _, _ = select.select([fd], [], [], 0)
-        return bool(readable)
+        return bool(_ready([fd], 0))
     except (OSError, ValueError):
         return True
 
 
+def _ready(fds: list[int], timeout: float) -> set[int]:
+    """Those of ``fds`` with input (or a hang-up), waiting up to ``timeout`` s for one.
+
+    ``poll`` where there is one: ``select`` refuses descriptors above 1023,
+    which a busy web server's connections can have.
+    """
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        return {fd for fd, _ in poller.poll(math.ceil(max(0.0, timeout) * 1000))}
+    readable, _, _ = select.select(fds, [], [], max(0.0, timeout))
+    return set(readable)
+
+
 class PostgresListener:
-    """LISTEN on the prefix's wake-up channel, on a dedicated connection."""
+    """LISTEN on the prefix's wake-up channel, on a dedicated connection.
+
+    ``wait`` polls the session's socket and the read end of a socket pair of
+    its own, so ``interrupt`` (a byte on the other end, from any thread) ends
+    it at once: the claim loop waits here itself (ADR 0132).
+    """
 
     def __init__(self, url: str, channel: str, connect_timeout: float) -> None:
         self._url = url
         self._channel = channel
         self._connect_timeout = connect_timeout
         self._conn: Connection | None = None
+        self._interrupts: tuple[socket.socket, socket.socket] | None = None
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
             conn = connect(self._url, self._connect_timeout)
             conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self._channel)))
             self._conn = conn
+        if self._interrupts is None:
+            pair = socket.socketpair()
+            for end in pair:
+                end.setblocking(False)
+            self._interrupts = pair
         return self._conn
 
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` s. Reconnects on the next call after a broken connection."""
+        """Block up to ``timeout`` s; False on timeout or ``interrupt``. Reconnects on
+        the next call after a broken connection."""
         try:
             with translated_errors():
                 conn = self._connection()
-                woken = False
-                for _ in conn.notifies(timeout=max(0.0, timeout), stop_after=1):
-                    woken = True
-                return woken
+                assert self._interrupts is not None  # made with the connection
+                interrupts = self._interrupts[0]
+                ready = _ready([conn.fileno(), interrupts.fileno()], timeout)
+                if interrupts.fileno() in ready:
+                    _drain(interrupts)
+                if conn.fileno() not in ready:
+                    return False
+                # Input on an idle LISTEN session: a notification, or the server's
+                # goodbye, which notifies() raises as an error.
+                return any(True for _ in conn.notifies(timeout=0, stop_after=1))
         except BackendUnavailable:
             self.close()
             raise
 
+    def interrupt(self) -> None:
+        pair = self._interrupts
+        if pair is None:
+            return
+        # Full: an interrupt is pending anyway; closed meanwhile: nothing to end.
+        with contextlib.suppress(OSError):
+            pair[1].send(b"\0")
+
     def close(self) -> None:
+        pair, self._interrupts = self._interrupts, None
+        if pair is not None:
+            for end in pair:
+                end.close()
         if self._conn is not None:
             conn, self._conn = self._conn, None
             try:
                 conn.close()
             except psycopg.Error:
                 logger.debug("error closing listener connection", exc_info=True)
+
+
+def _drain(interrupts: socket.socket) -> None:
+    # Until nothing is left (BlockingIOError); closed meanwhile, nothing to read.
+    with contextlib.suppress(OSError):
+        while interrupts.recv(4096):
+            pass
 
 
 class PostgresLeadership:
@@ -685,14 +729,21 @@ class PollingListener:
     the latency of a new job (ADR 0123)."""
 
     def __init__(self) -> None:
-        self._closed = threading.Event()
+        self._interrupted = threading.Event()
+        self._is_closed = False
 
     def wait(self, timeout: float) -> bool:
-        self._closed.wait(max(0.0, timeout))
+        if not self._is_closed:
+            self._interrupted.wait(max(0.0, timeout))
+            self._interrupted.clear()
         return False
 
+    def interrupt(self) -> None:
+        self._interrupted.set()
+
     def close(self) -> None:
-        self._closed.set()
+        self._is_closed = True
+        self._interrupted.set()
 
 
 @dataclass

@@ -45,8 +45,8 @@ PERMANENT_ERRORS = (DatabaseRefused, SchemaMissing)
 class Part(Protocol):
     """One part of a running service: start it, ask it to stop, wait with a deadline.
 
-    ``ServiceThread`` is one; so are the waiter, the committer and the
-    worker's handler pool. ``join`` takes a ``time.monotonic()`` deadline.
+    ``ServiceThread`` is one; so are the committer and the worker's handler
+    pool. ``join`` takes a ``time.monotonic()`` deadline.
     """
 
     def start(self) -> None: ...
