@@ -9,7 +9,6 @@ its tables before each test, so tests never see each other's rows.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
-from support import Database, drop_prefix
+from support import Database, migrated_prefix
 
 import venturi
 from venturi.postgres.embedded import embedded_database_url
@@ -60,12 +59,8 @@ def database_url() -> str:
 @pytest.fixture(scope="module")
 def prefix(database_url: str) -> Iterator[str]:
     """A fresh, migrated prefix for this module; its tables are dropped afterwards."""
-    value = f"t_{secrets.token_hex(5)}"
-    app = venturi.App(database_url, prefix=value, set_as_current=False)
-    app.migrate()
-    app.close()
-    yield value
-    drop_prefix(database_url, value)
+    with migrated_prefix(database_url) as value:
+        yield value
 
 
 @pytest.fixture

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
+
+import venturi
 
 #: Every table a migrated prefix has (newest first, so dependants go before what
 #: they reference), for tests that drop a prefix of their own.
@@ -23,6 +26,19 @@ PREFIX_TABLES = (
     "jobs",
     "migrations",
 )
+
+
+@contextlib.contextmanager
+def migrated_prefix(database_url: str) -> Iterator[str]:
+    """A fresh prefix, migrated (its tables never analyzed); dropped afterwards."""
+    value = f"t_{secrets.token_hex(5)}"
+    app = venturi.App(database_url, prefix=value, set_as_current=False)
+    app.migrate()
+    app.close()
+    try:
+        yield value
+    finally:
+        drop_prefix(database_url, value)
 
 
 def drop_prefix(database_url: str, prefix: str) -> None:

@@ -70,8 +70,9 @@ class Listener(Protocol):
 
     def interrupt(self) -> None:
         """End the ``wait`` in progress at once (it returns False), or the next one if
-        none is; safe from any thread. The claim loop waits on its listener, and a
-        handler finishing or ``stop()`` ends that wait this way (ADR 0132)."""
+        none is; safe from any thread. Before the first ``wait`` (the subscription)
+        it may be lost. The claim loop waits on its listener, and a handler finishing
+        or ``stop()`` ends that wait this way (ADR 0132)."""
         ...
 
     def close(self) -> None:

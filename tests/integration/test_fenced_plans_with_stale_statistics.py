@@ -15,7 +15,6 @@ array. 100,000 rows, so that reading the whole table would be the wrong plan.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -23,9 +22,8 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from support import Database, drop_prefix
+from support import Database, migrated_prefix
 
-import venturi
 from venturi.naming import Prefix
 from venturi.postgres.queries import Queries
 
@@ -109,12 +107,8 @@ BATCH = 200
 @pytest.fixture
 def own_prefix(database_url: str) -> Iterator[str]:
     """A prefix of this test's own: its tables have never been analyzed."""
-    value = f"t_{secrets.token_hex(5)}"
-    app = venturi.App(database_url, prefix=value, set_as_current=False)
-    app.migrate()
-    app.close()
-    yield value
-    drop_prefix(database_url, value)
+    with migrated_prefix(database_url) as value:
+        yield value
 
 
 def removed_by_join_filters(plan: Any) -> int:

@@ -174,9 +174,9 @@ class _HotSession(Generic[C]):
 
     psycopg_pool hands out its idle sessions first in, first out, so once a
     burst has opened several, one-at-a-time statements rotate through all of
-    them, each server process cold (measured: ``.delay()`` 0.75 of the
-    same-schema INSERT with two sessions rotating, 0.81 with one kept hot;
-    ``await .adelay()`` 0.79 of ``.delay()`` after a burst, 0.91 before), and
+    them, each server process cold (measured after a burst of four:
+    ``.delay()`` 0.750-0.777 of the same-schema INSERT rotating, 0.778-0.790
+    kept hot; ``await .adelay()`` 0.79 of ``.delay()`` rotating, 0.98 hot), and
     the pool's own checkout costs about as much again as the hot path. The hot
     session goes back to the pool when a checkout is waiting for one, and
     after ``HOT_FOR`` seconds out of it, so the pool's lifetime and idle

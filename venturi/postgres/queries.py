@@ -74,9 +74,14 @@ _JSONB_OID = psycopg.adapters.types["jsonb"].oid
 _JSONB_LOADER = _venturi_jsonb_loader()
 
 
-def _reads_venturi_json(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
-    """False on a caller's own connection (``connection=``), whose loads are its own."""
-    return conn.adapters.get_loader(_JSONB_OID, Format.TEXT) is _JSONB_LOADER
+def _decode_json_as_venturi(
+    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+    cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any],
+) -> None:
+    """venturi's JSON loads on ``cursor``, unless its session has them (a pooled one):
+    a caller's own connection (``connection=``) keeps its own loads."""
+    if conn.adapters.get_loader(_JSONB_OID, Format.TEXT) is not _JSONB_LOADER:
+        set_json_loads(_loads, cursor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +100,14 @@ class Query:
         """At most one row (``None`` when there is none)."""
         self._expect("one")
         with conn.cursor(row_factory=dict_row) as cur:
-            if not _reads_venturi_json(conn):
-                set_json_loads(_loads, cur)
+            _decode_json_as_venturi(conn, cur)
             cur.execute(self.sql, params, prepare=self._prepare)
             return cur.fetchone()
 
     def many(self, conn: psycopg.Connection[Any], **params: Any) -> list[dict[str, Any]]:
         self._expect("many")
         with conn.cursor(row_factory=dict_row) as cur:
-            if not _reads_venturi_json(conn):
-                set_json_loads(_loads, cur)
+            _decode_json_as_venturi(conn, cur)
             cur.execute(self.sql, params, prepare=self._prepare)
             return cur.fetchall()
 
@@ -126,8 +129,7 @@ class Query:
         """``one``, on an async connection."""
         self._expect("one")
         async with conn.cursor(row_factory=dict_row) as cur:
-            if not _reads_venturi_json(conn):
-                set_json_loads(_loads, cur)
+            _decode_json_as_venturi(conn, cur)
             await cur.execute(self.sql, params, prepare=self._prepare)
             return await cur.fetchone()
 
@@ -137,8 +139,7 @@ class Query:
         """``many``, on an async connection."""
         self._expect("many")
         async with conn.cursor(row_factory=dict_row) as cur:
-            if not _reads_venturi_json(conn):
-                set_json_loads(_loads, cur)
+            _decode_json_as_venturi(conn, cur)
             await cur.execute(self.sql, params, prepare=self._prepare)
             return await cur.fetchall()
 
