@@ -42,18 +42,23 @@ def timed_wait(waiter: Waiter, timeout: float) -> tuple[bool, float]:
     return woken, time.monotonic() - started
 
 
-def test_a_wake_from_another_thread_ends_a_wait_on_the_listener_at_once(
-    backend: PostgresBackend,
-) -> None:
-    waiter = listening(backend)
+def assert_ended_by(waiter: Waiter, action: Callable[[], object]) -> None:
+    """``action`` 0.2 s into a 10 s wait ends it then, as a wake-up."""
     try:
         waiter.arm()
-        after(0.2, waiter.wake)
+        after(0.2, action)
         woken, waited = timed_wait(waiter, 10)
     finally:
         waiter.close()
     assert woken is True
     assert 0.15 < waited < 2
+
+
+def test_a_wake_from_another_thread_ends_a_wait_on_the_listener_at_once(
+    backend: PostgresBackend,
+) -> None:
+    waiter = listening(backend)
+    assert_ended_by(waiter, waiter.wake)
 
 
 def test_an_enqueue_notification_ends_the_wait(
@@ -64,16 +69,10 @@ def test_an_enqueue_notification_ends_the_wait(
     @app.task(kind="waiter.probe")
     def probe() -> None: ...
 
-    waiter = listening(backend)
     try:
-        waiter.arm()
-        after(0.2, probe.delay)
-        woken, waited = timed_wait(waiter, 10)
+        assert_ended_by(listening(backend), probe.delay)
     finally:
-        waiter.close()
         app.close()
-    assert woken is True
-    assert 0.15 < waited < 2
 
 
 def test_a_wake_between_arm_and_wait_ends_the_wait_at_once(backend: PostgresBackend) -> None:
