@@ -4,6 +4,7 @@ while the listener cannot connect."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -113,10 +114,12 @@ def test_an_interrupt_before_a_listener_wait_ends_that_wait(backend: PostgresBac
 
 
 def test_without_its_listener_the_wait_is_on_the_wake_up_and_listens_again_once_it_can(
-    database_url: str, prefix: str
+    database_url: str, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Notifications sent while the listener was away are lost: the wait that
-    subscribes again returns at once, so the claim loop claims once more."""
+    subscribes again returns at once, so the claim loop claims once more. The
+    outage is said once as a warning, the return once (as a ServiceThread says them)."""
+    caplog.set_level(logging.DEBUG, logger="venturi.runtime.waiting")
     target = conninfo_to_dict(database_url)
     proxy = TcpProxy(str(target.get("host") or "127.0.0.1"), int(target.get("port") or 5432))
     proxy.cut()
@@ -142,6 +145,10 @@ def test_without_its_listener_the_wait_is_on_the_wake_up_and_listens_again_once_
         woken, waited = timed_wait(waiter, 10)
         assert woken is True  # subscribed again
         assert waited < 2
+        said = [(r.levelno, r.getMessage()) for r in caplog.records]
+        warned = [m for level, m in said if level == logging.WARNING]
+        assert len(warned) == 1 and "database unreachable" in warned[0], said
+        assert (logging.INFO, "listener: database reachable again") in said, said
     finally:
         waiter.close()
         backend.close()

@@ -143,12 +143,19 @@ class Waiter:
             self._lost_listener(exc)
             return None, False
         self._listener = listener
-        self._backoff.reset()
+        if self._backoff.is_failing:
+            logger.info("listener: database reachable again")
+            self._backoff.reset()
         logger.debug("listening for enqueue notifications")
         return listener, True
 
     def _lost_listener(self, exc: BackendUnavailable) -> None:
+        """Said as a ServiceThread says an outage: once at warning level, then at debug."""
         self.close()
+        is_new_outage = not self._backoff.is_failing
         delay = self._backoff.next_delay()
         self._listen_again_at = time.monotonic() + delay
-        logger.debug("listener unavailable (%s); listening again in %.2fs", exc, delay)
+        if is_new_outage:
+            logger.warning("listener: database unreachable, listening again with backoff: %s", exc)
+        else:
+            logger.debug("listener: database still unreachable; again in %.2fs", delay)
