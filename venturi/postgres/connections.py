@@ -625,9 +625,12 @@ class _LoopPool:
         may_prepare: bool = True,
     ) -> None:
         self.sessions: weakref.WeakSet[AsyncConnection] = weakref.WeakSet()
+        # min_size 0: with 1, the first checkout came before the pool's first session
+        # and grew it by a second attempt, which the loop's end could cancel halfway,
+        # leaving a server session that only garbage collection ends.
         self.pool: AsyncConnectionPool[AsyncConnection] = AsyncConnectionPool(
             url,
-            min_size=1,
+            min_size=0,
             max_size=max_size,
             kwargs=_connect_kwargs(connect_timeout, may_prepare=may_prepare),
             timeout=connect_timeout,
