@@ -23,7 +23,7 @@ import orjson
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
-from support import wait_until
+from support import PREFIX_TABLES, drop_prefix, wait_until
 
 import venturi
 from venturi.errors import SchemaMissing
@@ -71,9 +71,7 @@ def _empty_tables(app: venturi.App) -> None:
 def unmigrated_prefix(database_url: str) -> Iterator[str]:
     value = f"t_day_{secrets.token_hex(4)}"
     yield value
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("journal", "jobs", "migrations"):
-            conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
+    drop_prefix(database_url, value)  # a test may migrate it: every table a prefix can have
 
 
 # ----------------------------------------------------------------- fail fast
@@ -147,11 +145,10 @@ def _drop_under_live_worker(database_url: str, prefix: str) -> None:
     """Drop the prefix's tables while its worker runs. The DROP's exclusive lock can
     deadlock with the worker's statements; the server then aborts one side, and when
     it is the DROP, it is simply tried again."""
-    tables = ("journal", "jobs", "migrations", "workers", "claim_limits")
     for _ in range(20):
         try:
             with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
-                for table in tables:
+                for table in PREFIX_TABLES:
                     conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
             return
         except psycopg.errors.DeadlockDetected:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import psycopg
 from pgbouncer import shared_pgbouncer
 from ulid import ULID
 
@@ -38,6 +39,16 @@ class BackendCase:
     name: str
     build: Callable[[str, str], Backend]
     large_batch: int
+
+
+def drop_prefix_tables(database_url: str, prefix: str) -> None:
+    """Every table of ``prefix``, whichever migrations made them (read from the catalog)."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s", [f"{prefix}\\_%"]
+        ).fetchall()
+        for (table,) in tables:
+            conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
 
 
 def _postgres(database_url: str, prefix: str) -> Backend:

@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
-from backends import BackendCase, ClaimAll, new_job
+from backends import BackendCase, ClaimAll, drop_prefix_tables, new_job
 from ulid import ULID
 
 from venturi.backend import Backend
@@ -166,13 +165,7 @@ def test_migrate_on_a_migrated_prefix_applies_nothing(backend: Backend) -> None:
 def fresh_prefix(database_url: str) -> Iterator[str]:
     value = f"t_{secrets.token_hex(5)}"
     yield value
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        # Every table of the prefix, whichever migrations made them.
-        tables = conn.execute(
-            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s", [f"{value}\\_%"]
-        ).fetchall()
-        for (table,) in tables:
-            conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+    drop_prefix_tables(database_url, value)
 
 
 def test_migrate_applies_every_version_once_then_nothing(

@@ -5,9 +5,8 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 
-import psycopg
 import pytest
-from backends import BackendCase, ClaimAll, new_job
+from backends import BackendCase, ClaimAll, drop_prefix_tables, new_job
 from psycopg.conninfo import conninfo_to_dict
 
 from venturi.backend import Backend
@@ -30,9 +29,7 @@ def test_check_schema_names_the_database_without_its_password(
 def unmigrated_prefix(database_url: str) -> Iterator[str]:
     value = f"t_{secrets.token_hex(5)}"
     yield value
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in ("journal", "jobs", "migrations"):
-            conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
+    drop_prefix_tables(database_url, value)  # a test may migrate it
 
 
 def test_check_schema_of_an_unmigrated_prefix_says_run_migrate(
