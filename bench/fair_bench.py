@@ -16,9 +16,6 @@ prints them.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,24 +68,9 @@ def measure(url: str, *, claims: int = 1000, jobs: int = 5000, rounds: int = 2) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("VENTURI_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"),
-    )
-    parser.add_argument("--claims", type=int, default=1000)
-    parser.add_argument("--jobs", type=int, default=5000)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = variants.options(__doc__ or "", claims=1000)
     figures = measure(args.database_url, claims=args.claims, jobs=args.jobs, rounds=args.rounds)
-    base = figures.ms_per_claim["plain"]
-    sys.stdout.write(f"{'variant':<20} {'ms/claim of 8':>14} {'+ms':>7} {'drain jobs/s':>13}\n")
-    for name in VARIANTS:
-        ms = figures.ms_per_claim[name]
-        rate = figures.drain_jobs_per_second[name]
-        sys.stdout.write(f"{name:<20} {ms:>14.3f} {ms - base:>7.3f} {rate:>13,.0f}\n")
+    variants.print_table(figures.ms_per_claim, figures.drain_jobs_per_second, baseline="plain")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,6 @@ For each variant (no limit; ``global_concurrency`` far above what is reached;
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -65,25 +62,13 @@ def measure(url: str, claim_count: int, jobs: int, rounds: int) -> dict[str, dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("VENTURI_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"),
-    )
-    parser.add_argument("--claims", type=int, default=2000)
-    parser.add_argument("--jobs", type=int, default=5000)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = variants.options(__doc__ or "", claims=2000)
     result = measure(args.database_url, args.claims, args.jobs, args.rounds)
-    base = result["none"]["ms_per_claim"]
-    sys.stdout.write(f"{'variant':<28} {'ms/claim of 8':>14} {'+ms':>7} {'drain jobs/s':>13}\n")
-    for name, figures in result.items():
-        sys.stdout.write(
-            f"{name:<28} {figures['ms_per_claim']:>14.3f} {figures['ms_per_claim'] - base:>7.3f}"
-            f" {figures['drain_jobs_per_s']:>13,.0f}\n"
-        )
+    variants.print_table(
+        {name: figures["ms_per_claim"] for name, figures in result.items()},
+        {name: figures["drain_jobs_per_s"] for name, figures in result.items()},
+        baseline="none",
+    )
 
 
 if __name__ == "__main__":

@@ -3,14 +3,16 @@ measurements of ``limits.py`` (limits across workers) and ``fair_bench.py`` (fai
 
 from __future__ import annotations
 
+import argparse
 import secrets
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
-from workload import drop_prefix
+from workload import database_url, drop_prefix
 
 import venturi
 from venturi.runtime.runner import Runner
@@ -107,3 +109,30 @@ def empty(url: str, prefix: str) -> None:
     """Every job, journal entry and fair-claim cursor of ``prefix`` gone."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_fair_cursors")
+
+
+def options(description: str, *, claims: int) -> argparse.Namespace:
+    """The command line of a variants script: --database-url, --claims, --jobs, --rounds."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--claims", type=int, default=claims)
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    args.database_url = database_url(args.database_url)
+    return args
+
+
+def print_table(
+    per_claim: Mapping[str, float], rates: Mapping[str, float], *, baseline: str
+) -> None:
+    """One line per variant: ms per claim of 8, its excess over ``baseline``'s, drain rate."""
+    width = max(len(name) for name in per_claim) + 2
+    base = per_claim[baseline]
+    sys.stdout.write(
+        f"{'variant':<{width}} {'ms/claim of 8':>14} {'+ms':>7} {'drain jobs/s':>13}\n"
+    )
+    for name, ms in per_claim.items():
+        sys.stdout.write(f"{name:<{width}} {ms:>14.3f} {ms - base:>7.3f} {rates[name]:>13,.0f}\n")

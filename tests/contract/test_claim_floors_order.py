@@ -12,14 +12,20 @@ from venturi.runtime.floors import ClaimFloors
 from venturi.types import ClaimedJob
 
 
-def _claim(backend: Backend, floors: ClaimFloors, *, at: float, took: float) -> list[str]:
+def _claim_jobs(
+    backend: Backend, floors: ClaimFloors, *, at: float, took: float
+) -> list[ClaimedJob]:
     """One claim of the claim loop's shape: ``current`` at ``at``, ``record`` ``took`` later."""
     used = floors.current(at)
     jobs: list[ClaimedJob] = backend.claim(
         kinds=[KIND], limit=10, worker_id=WORKER, lease=LEASE, floors=used
     )
     floors.record(jobs, used=used, limit=10, now=at + took)
-    return [job.claim.job_id for job in jobs]
+    return jobs
+
+
+def _claim(backend: Backend, floors: ClaimFloors, *, at: float, took: float) -> list[str]:
+    return [job.claim.job_id for job in _claim_jobs(backend, floors, at=at, took=took)]
 
 
 def test_after_an_expensive_walk_a_released_job_behind_the_floor_is_claimed_after_the_trust_period(
@@ -29,9 +35,7 @@ def test_after_an_expensive_walk_a_released_job_behind_the_floor_is_claimed_afte
     backend.enqueue([first, second])
     floors = ClaimFloors(refresh=0.1)
     # A 10 ms walk: short claims keep floors, trusted 20 x 10 ms = 0.2 s.
-    claimed = backend.claim(kinds=[KIND], limit=10, worker_id=WORKER, lease=LEASE)
-    used = floors.current(0.0)
-    floors.record(claimed, used=used, limit=10, now=0.01)
+    claimed = _claim_jobs(backend, floors, at=0.0, took=0.01)
     assert [job.claim.job_id for job in claimed] == [first.id, second.id]
 
     [released] = [job for job in claimed if job.claim.job_id == first.id]
@@ -53,9 +57,7 @@ def test_after_a_cheap_walk_a_short_claim_drops_the_floors_and_order_is_exact(
     first, second = new_job(), new_job()
     backend.enqueue([first, second])
     floors = ClaimFloors(refresh=0.1)
-    claimed = backend.claim(kinds=[KIND], limit=10, worker_id=WORKER, lease=LEASE)
-    used = floors.current(0.0)
-    floors.record(claimed, used=used, limit=10, now=0.0005)
+    claimed = _claim_jobs(backend, floors, at=0.0, took=0.0005)
 
     [released] = [job for job in claimed if job.claim.job_id == first.id]
     assert backend.release([released.claim]) == 1
