@@ -90,6 +90,8 @@ def encode_json(value: object, *, what: str, max_bytes: int | None = None) -> st
     ``what`` names the value in the error ("payload of 'mail.send'");
     ``max_bytes`` overrides ``MAX_ENCODED_BYTES`` for this call.
     """
+    if value is None:
+        return "null"  # every handler returning nothing: skips the "null" check below
     try:
         out = orjson.dumps(value, default=_encode_default)
     except TypeError as exc:

@@ -131,6 +131,30 @@ def test_pause_saves_the_carry_counts_no_failure_and_resumes_the_job(
     ]
 
 
+def test_a_carry_set_back_to_none_is_written(
+    app: venturi.App, db: Any, start_worker: Callable[..., Worker]
+) -> None:
+    # A run that finds no carry and leaves none sends none (the row keeps its
+    # 'null'); clearing a stored carry must still reach the row.
+    @app.task(kind="out.clear_carry")
+    def clear(ctx: venturi.Context) -> None:
+        assert ctx.carry == {"step": 2}
+        ctx.carry = None
+
+    @app.task(kind="out.no_carry")
+    def untouched(ctx: venturi.Context) -> None:
+        assert ctx.carry is None
+
+    cleared = insert_pending(db, "out.clear_carry", "{}", carry='{"step": 2}')
+    never = insert_pending(db, "out.no_carry", "{}")
+    start_worker()
+
+    for job_id in (cleared, never):
+        wait_until(status_is(db, job_id, "completed"))
+        assert entries(db, job_id) == [("completed", 1, None)]
+        assert row(db, job_id)["carry"] is None
+
+
 def test_a_paused_job_waits_until_its_delay_has_passed(
     app: venturi.App, db: Any, start_worker: Callable[..., Worker]
 ) -> None:
