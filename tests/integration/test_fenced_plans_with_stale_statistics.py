@@ -25,10 +25,19 @@ from psycopg.rows import dict_row
 from support import Database, migrated_prefix
 
 from venturi.naming import Prefix
+from venturi.postgres.backend import finish_input
 from venturi.postgres.queries import Queries
+from venturi.types import Claim, Finished, Outcome, OutcomeKind
 
 CLAIMS = 500
 ROWS = 100_000
+
+
+def completed(ids: list[str]) -> list[Finished]:
+    """A completed outcome (result ``null``) on the claim ``h:1``, run 1, of each id."""
+    return [
+        Finished(Claim(i, "h:1", 1), Outcome(OutcomeKind.COMPLETED, result="null")) for i in ids
+    ]
 
 
 def index_names(plan: Any) -> list[str]:
@@ -76,18 +85,7 @@ def test_fenced_changes_probe_the_primary_key_not_the_claimed_entries(
 ) -> None:
     params: dict[str, Any] = {**claims, "lease": timedelta(minutes=1), "note": "shutdown"}
     if name == "finish_jobs":
-        params.update(
-            outcomes=["completed"] * CLAIMS,
-            notes=[None] * CLAIMS,
-            failures=[False] * CLAIMS,
-            delays=[timedelta(0)] * CLAIMS,
-            etas=[None] * CLAIMS,
-            carries=[None] * CLAIMS,
-            attachments=[None] * CLAIMS,
-            tracebacks=[None] * CLAIMS,
-            results=["null"] * CLAIMS,
-            result_channel="venturi_result_",
-        )
+        params.update(finish_input(completed(claims["ids"])), result_channel="venturi_result_")
     query = getattr(Queries(Prefix.parse(prefix)), name)
     assert query.replan, f"{name} must be :replan: its generic plan scans the table"
 
@@ -156,15 +154,7 @@ def _explained_fenced_change(db: Database, prefix: str, name: str, analyzed: boo
         "run_counts": [1] * BATCH,
         "lease": timedelta(minutes=1),
         "note": "shutdown",
-        "outcomes": ["completed"] * BATCH,
-        "notes": [None] * BATCH,
-        "failures": [False] * BATCH,
-        "delays": [timedelta(0)] * BATCH,
-        "etas": [None] * BATCH,
-        "carries": [None] * BATCH,
-        "attachments": [None] * BATCH,
-        "tracebacks": [None] * BATCH,
-        "results": ["null"] * BATCH,
+        **finish_input(completed(ids)),
         "result_channel": "venturi_result_",
         "channel": "venturi_wakeup",
     }

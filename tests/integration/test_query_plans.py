@@ -32,7 +32,9 @@ import pytest
 from psycopg.rows import dict_row
 
 from venturi.naming import Prefix
+from venturi.postgres.backend import finish_input
 from venturi.postgres.queries import Queries
+from venturi.types import Claim, Finished, Outcome, OutcomeKind
 
 JOBS = 100_000
 #: ANALYZE samples 300 x target rows: 500 covers every job and journal row.
@@ -336,6 +338,14 @@ def _claim_params(
     }
 
 
+def _finished(claims: dict[str, list[Any]], outcomes: list[Outcome]) -> list[Finished]:
+    """``outcomes`` on the claims of ``claims`` (ids, claimed_by, run_counts), in order."""
+    fences = zip(claims["ids"], claims["claimed_by"], claims["run_counts"], strict=True)
+    return [
+        Finished(Claim(*fence), outcome) for fence, outcome in zip(fences, outcomes, strict=True)
+    ]
+
+
 def _list_params(
     status: str | None = None, kind: str | None = None, after: tuple[datetime, str] | None = None
 ) -> dict[str, Any]:
@@ -585,18 +595,19 @@ def test_fenced_claim_changes_find_their_rows_by_primary_key(planner: Planner, n
 def test_batched_finish_finds_its_rows_by_primary_key(planner: Planner) -> None:
     claims = planner.samples["claims"]
     count = len(claims["ids"])
+    outcomes = [
+        Outcome(OutcomeKind.COMPLETED, result='{"rows": 12}'),
+        Outcome(
+            OutcomeKind.RETRIED,
+            note="TimeoutError: upstream took too long",
+            is_failure=True,
+            delay=timedelta(seconds=30),
+            traceback="Traceback (most recent call last):\n  ...\nTimeoutError",
+        ),
+    ] * (count // 2)
     plan = planner.explain(
         "finish_jobs",
-        **claims,
-        outcomes=["completed", "retried"] * (count // 2),
-        notes=[None, "TimeoutError: upstream took too long"] * (count // 2),
-        failures=[False, True] * (count // 2),
-        delays=[timedelta(0), timedelta(seconds=30)] * (count // 2),
-        etas=[None] * count,
-        carries=[None] * count,
-        attachments=[None] * count,
-        tracebacks=[None, "Traceback (most recent call last):\n  ...\nTimeoutError"] * (count // 2),
-        results=['{"rows": 12}', None] * (count // 2),
+        **finish_input(_finished(claims, outcomes)),
         result_channel="venturi_result_",
     )
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
@@ -1025,20 +1036,11 @@ def test_the_finish_of_chord_members_probes_edges_and_steps_by_key(flows: Planne
     child by _steps_pkey; a ready child's inputs come through _edges_child."""
     members = [f"CHORD-{i:06d}" for i in range(8)]
     count = len(members)
+    claims = {"ids": members, "claimed_by": ["host-1:4242"] * count, "run_counts": [1] * count}
+    outcomes = [Outcome(OutcomeKind.COMPLETED, result='{"rows": 12}')] * (count - 1)
     plan = flows.explain(
         "finish_jobs_in_workflows",
-        ids=members,
-        claimed_by=["host-1:4242"] * count,
-        run_counts=[1] * count,
-        outcomes=["completed"] * (count - 1) + ["dead"],
-        notes=[None] * count,
-        failures=[False] * count,
-        delays=[timedelta(0)] * count,
-        etas=[None] * count,
-        carries=[None] * count,
-        attachments=[None] * count,
-        tracebacks=[None] * count,
-        results=['{"rows": 12}'] * count,
+        **finish_input(_finished(claims, [*outcomes, Outcome(OutcomeKind.DEAD)])),
         result_channel="venturi_result_",
         channel="venturi_wakeup",
     )
@@ -1053,18 +1055,10 @@ def test_a_workflow_finish_of_plain_jobs_scans_no_workflow_table(flows: Planner)
     into the workflow steps: never a scan."""
     claims = flows.samples["claims"]
     count = len(claims["ids"])
+    outcomes = [Outcome(OutcomeKind.COMPLETED, result="1"), Outcome(OutcomeKind.DEAD)]
     plan = flows.explain(
         "finish_jobs_in_workflows",
-        **claims,
-        outcomes=["completed", "dead"] * (count // 2),
-        notes=[None] * count,
-        failures=[False] * count,
-        delays=[timedelta(0)] * count,
-        etas=[None] * count,
-        carries=[None] * count,
-        attachments=[None] * count,
-        tracebacks=[None] * count,
-        results=["1"] * count,
+        **finish_input(_finished(claims, outcomes * (count // 2))),
         result_channel="venturi_result_",
         channel="venturi_wakeup",
     )

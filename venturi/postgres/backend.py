@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+import orjson
 import psycopg
 
 from venturi.backend import CAP_RECHECK, Listener
@@ -104,6 +105,7 @@ COPY_THRESHOLD = 256
 #: Not derived from the prefix (a long prefix would not fit in a channel name);
 #: ULIDs do not repeat across prefixes, and a stray wake-up only costs a read.
 RESULT_CHANNEL = "venturi_result_"
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class PostgresBackend:
@@ -416,20 +418,8 @@ class PostgresBackend:
         return done
 
     def _finish(self, statement: Query, results: Sequence[Finished]) -> set[str]:
-        outcomes = [bounded(r.outcome, self._result_max_bytes) for r in results]
-        params: dict[str, Any] = {
-            "ids": [r.claim.job_id for r in results],
-            "claimed_by": [r.claim.claimed_by for r in results],
-            "run_counts": [r.claim.run_count for r in results],
-            "outcomes": [o.kind.value for o in outcomes],
-            "notes": [o.note for o in outcomes],
-            "failures": [o.is_failure for o in outcomes],
-            "delays": [o.delay for o in outcomes],
-            "etas": [o.eta for o in outcomes],
-            "carries": [o.carry for o in outcomes],
-            "attachments": [o.attachment for o in outcomes],
-            "tracebacks": [o.traceback for o in outcomes],
-            "results": [o.result for o in outcomes],
+        params = {
+            **finish_input(results, self._result_max_bytes),
             "result_channel": RESULT_CHANNEL,
         }
         if statement is self._queries.finish_jobs_in_workflows:
@@ -1188,6 +1178,33 @@ def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, .
             job.dedup_key,
         )
         yield (*row, _headers_json(job), job.fair_key) if traced else (*row, job.fair_key)
+
+
+def finish_input(
+    results: Sequence[Finished], result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+) -> dict[str, Any]:
+    """The finish statements' outcome parameters: the ids, for the primary-key probes,
+    and one JSON object per outcome (a JSON null is NULL)."""
+    rows = []
+    for finished in results:
+        claim, outcome = finished.claim, bounded(finished.outcome, result_max_bytes)
+        rows.append(
+            {
+                "id": claim.job_id,
+                "claimed_by": claim.claimed_by,
+                "run_count": claim.run_count,
+                "outcome": outcome.kind.value,
+                "note": outcome.note,
+                "is_failure": outcome.is_failure,
+                "delay_us": outcome.delay // _MICROSECOND,
+                "eta": outcome.eta,
+                "carry": outcome.carry,
+                "attachment": outcome.attachment,
+                "traceback": outcome.traceback,
+                "result": outcome.result,
+            }
+        )
+    return {"ids": [r.claim.job_id for r in results], "input": orjson.dumps(rows).decode()}
 
 
 def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, Any] | None:

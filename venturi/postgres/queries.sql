@@ -160,15 +160,15 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- A row in a workflow (V9) is left alone here (it matches nothing, as a lost
 -- claim does): finish_jobs_in_workflows records it with its hand-on, so the
 -- finish of plain jobs stays this statement, planned and run as before.
+-- The outcomes come as one JSON array of objects (a key left out is NULL), the
+-- ids once more as an array for the probes: twelve arrays, which psycopg dumps
+-- element by element in Python, were 11% of a drained job's worker time.
 WITH input AS (
     SELECT *
-    FROM unnest(
-        %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
-        %(notes)s::text[], %(failures)s::bool[], %(delays)s::interval[], %(etas)s::timestamptz[],
-        %(carries)s::text[], %(attachments)s::text[], %(tracebacks)s::text[],
-        %(results)s::text[]
-    ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment,
-           traceback, result)
+    FROM json_to_recordset(%(input)s::json) AS i(
+        id text, claimed_by text, run_count int, outcome text, note text, is_failure bool,
+        delay_us bigint, eta timestamptz, carry text, attachment text, traceback text, result text
+    )
 ), finished AS (
     UPDATE {{prefix}}_jobs AS j
     SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome
@@ -178,7 +178,7 @@ WITH input AS (
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
         visible_at = CASE WHEN i.outcome IN ('completed', 'dead')
                             OR j.cancel_requested_at IS NOT NULL THEN j.visible_at
-                          ELSE coalesce(i.eta, now() + i.delay) END,
+                          ELSE coalesce(i.eta, now() + i.delay_us * interval '1 microsecond') END,
         failure_count = j.failure_count + i.is_failure::int,
         carry = coalesce(i.carry::jsonb, j.carry),
         result = CASE WHEN i.outcome = 'completed' THEN i.result::jsonb END,
@@ -223,13 +223,10 @@ FROM finished AS f
 -- index probe with an empty array, and the wake-up initplan is not evaluated.
 WITH RECURSIVE input AS (
     SELECT *
-    FROM unnest(
-        %(ids)s::text[], %(claimed_by)s::text[], %(run_counts)s::int[], %(outcomes)s::text[],
-        %(notes)s::text[], %(failures)s::bool[], %(delays)s::interval[], %(etas)s::timestamptz[],
-        %(carries)s::text[], %(attachments)s::text[], %(tracebacks)s::text[],
-        %(results)s::text[]
-    ) AS i(id, claimed_by, run_count, outcome, note, is_failure, delay, eta, carry, attachment,
-           traceback, result)
+    FROM json_to_recordset(%(input)s::json) AS i(
+        id text, claimed_by text, run_count int, outcome text, note text, is_failure bool,
+        delay_us bigint, eta timestamptz, carry text, attachment text, traceback text, result text
+    )
 ), finished AS (
     UPDATE {{prefix}}_jobs AS j
     SET status = CASE WHEN i.outcome IN ('completed', 'dead') THEN i.outcome
@@ -239,7 +236,7 @@ WITH RECURSIVE input AS (
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
         visible_at = CASE WHEN i.outcome IN ('completed', 'dead')
                             OR j.cancel_requested_at IS NOT NULL THEN j.visible_at
-                          ELSE coalesce(i.eta, now() + i.delay) END,
+                          ELSE coalesce(i.eta, now() + i.delay_us * interval '1 microsecond') END,
         failure_count = j.failure_count + i.is_failure::int,
         carry = coalesce(i.carry::jsonb, j.carry),
         result = CASE WHEN i.outcome = 'completed' THEN i.result::jsonb END,
