@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import orjson
 import psycopg
+from psycopg.types.json import set_json_dumps
 
 from venturi.backend import CAP_RECHECK, Listener
 from venturi.errors import (
@@ -319,17 +320,21 @@ class PostgresBackend:
         with conn.transaction():
             row = self._queries.database_now.one(conn)
             assert row is not None
-            statement = self._copy_statement(jobs)
-            with conn.cursor() as cursor, statement.copy(cursor) as copy:
-                for values in _copy_rows(jobs, row["now"]):
-                    copy.write_row(values)
+            statement, types = self._copy_statement(jobs)
+            with conn.cursor() as cursor:
+                set_json_dumps(_encoded_json, cursor)
+                with statement.copy(cursor) as copy:
+                    copy.set_types(types)
+                    for values in _copy_rows(jobs, row["now"]):
+                        copy.write_row(values)
             self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
 
-    def _copy_statement(self, jobs: Sequence[NewJob]) -> Query:
-        """``copy_jobs``, or its form with the headers column when any job has some."""
-        return (
-            self._queries.copy_jobs_with_headers if _has_headers(jobs) else self._queries.copy_jobs
-        )
+    def _copy_statement(self, jobs: Sequence[NewJob]) -> tuple[Query, list[str]]:
+        """``copy_jobs``, or its form with the headers column when any job has some,
+        with its column types (a binary COPY sends each value as its column's type)."""
+        if _has_headers(jobs):
+            return self._queries.copy_jobs_with_headers, _COPY_TYPES_WITH_HEADERS
+        return self._queries.copy_jobs, _COPY_TYPES
 
     def _dedup_lock_name(self, job: NewJob) -> str:
         # Length-prefixed so (kind, key) pairs can never collide by concatenation;
@@ -825,10 +830,13 @@ class PostgresBackend:
         async with conn.transaction():
             row = await self._queries.database_now.aone(conn)
             assert row is not None
-            statement = self._copy_statement(jobs)
-            async with conn.cursor() as cursor, statement.acopy(cursor) as copy:
-                for values in _copy_rows(jobs, row["now"]):
-                    await copy.write_row(values)
+            statement, types = self._copy_statement(jobs)
+            async with conn.cursor() as cursor:
+                set_json_dumps(_encoded_json, cursor)
+                async with statement.acopy(cursor) as copy:
+                    copy.set_types(types)
+                    for values in _copy_rows(jobs, row["now"]):
+                        await copy.write_row(values)
             await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
 
     async def _aenqueue_deduplicated(self, conn: AsyncConnection, job: NewJob) -> JobRef:
@@ -1261,6 +1269,28 @@ def _missing_column(exc: psycopg.errors.UndefinedColumn) -> str:
     """``column j.traceback`` from the server's message (its wording varies little)."""
     first = str(exc).splitlines()[0]
     return first.removesuffix(" does not exist").strip() or "a column"
+
+
+#: The column types of ``copy_jobs``, in its column order (``_copy_rows``).
+_COPY_TYPES = [
+    "text",
+    "text",
+    "jsonb",
+    "int2",
+    "text",
+    "timestamptz",
+    "timestamptz",
+    "text",
+    "text",
+]
+#: ``copy_jobs_with_headers``: the headers before the fair key.
+_COPY_TYPES_WITH_HEADERS = [*_COPY_TYPES[:-1], "jsonb", "text"]
+
+
+def _encoded_json(text: str) -> str:
+    """The JSON "encoder" of a COPY's jsonb columns: payloads and headers are JSON text
+    already (``Binding.encode_payload``, ``_headers_json``)."""
+    return text
 
 
 def _has_headers(jobs: Sequence[NewJob]) -> bool:
