@@ -43,6 +43,7 @@ from venturi_bench import BENCH_DIR, Prefix, WorkerProcess
 from workload import connect, percentile, wait_until
 
 from venturi.naming import Prefix as Naming
+from venturi.postgres.backend import claim_input
 from venturi.postgres.queries import Queries
 
 sys.path.insert(0, str(BENCH_DIR.parent / "tests"))
@@ -200,10 +201,7 @@ def explain_claim(url: str, prefix: Prefix, limit: int) -> str:
     """``EXPLAIN (ANALYZE, BUFFERS)`` of the worker's claim statement, rolled back."""
     statement = Queries(Naming(prefix.value)).claim_jobs.sql
     params = {
-        "kinds": [prefix.stamp.kind],
-        "floor_priorities": [None],
-        "floor_created_at": [None],
-        "kind_limits": [limit],
+        "kinds": claim_input([prefix.stamp.kind], [limit]),
         "limit": limit,
         "horizon": timedelta(0),
         "worker_id": "bench:explain",

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from venturi.naming import Prefix
+from venturi.postgres.backend import claim_input
 from venturi.postgres.queries import Queries
 
 
@@ -37,10 +38,7 @@ def test_claim_reads_the_per_kind_claim_index_when_one_kind_fills_the_table(
     db.execute("ANALYZE {{prefix}}_jobs")
     sql = Queries(Prefix.parse(prefix)).claim_jobs.sql
     params = {
-        "kinds": kinds,
-        "floor_priorities": [None] * len(kinds),
-        "floor_created_at": [None] * len(kinds),
-        "kind_limits": [8] * len(kinds),
+        "kinds": claim_input(kinds, [8] * len(kinds)),
         "limit": 8,
         "worker_id": "h:1",
         "lease": timedelta(minutes=1),

@@ -32,9 +32,9 @@ import pytest
 from psycopg.rows import dict_row
 
 from venturi.naming import Prefix
-from venturi.postgres.backend import finish_input
+from venturi.postgres.backend import claim_input, finish_input
 from venturi.postgres.queries import Queries
-from venturi.types import Claim, Finished, Outcome, OutcomeKind
+from venturi.types import Claim, ClaimFloor, Finished, Outcome, OutcomeKind
 
 JOBS = 100_000
 #: ANALYZE samples 300 x target rows: 500 covers every job and journal row.
@@ -325,12 +325,9 @@ def _claim_params(
     kinds: tuple[str, ...] | list[str], limit: int, floor: tuple[int, datetime] | None = None
 ) -> dict[str, Any]:
     """Claim parameters; ``floor`` (priority, created_at) applies to every kind (ADR 0115)."""
-    priority, created_at = floor if floor is not None else (None, None)
+    floors = {} if floor is None else {kind: ClaimFloor(*floor) for kind in kinds}
     return {
-        "kinds": list(kinds),
-        "floor_priorities": [priority] * len(kinds),
-        "floor_created_at": [created_at] * len(kinds),
-        "kind_limits": [limit] * len(kinds),
+        "kinds": claim_input(list(kinds), [limit] * len(kinds), floors),
         "limit": limit,
         "worker_id": "host-1:4242",
         "lease": LEASE,
@@ -456,10 +453,7 @@ def test_claim_with_floors_starts_each_probe_at_its_floor(
 
 #: The SQL type of each claim_jobs parameter, for PREPARE.
 _CLAIM_PARAM_TYPES = {
-    "kinds": "text[]",
-    "floor_priorities": "smallint[]",
-    "floor_created_at": "timestamptz[]",
-    "kind_limits": "int[]",
+    "kinds": "json",
     "horizon": "interval",
     "limit": "bigint",
     "worker_id": "text",

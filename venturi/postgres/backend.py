@@ -393,13 +393,9 @@ class PostgresBackend:
         horizon: timedelta,
         floors: Mapping[str, ClaimFloor] | None,
     ) -> list[dict[str, Any]]:
-        kind_floors = [(floors or {}).get(kind) for kind in kinds]
         return self._queries.claim_jobs.many(
             conn,
-            kinds=kinds,
-            floor_priorities=[f.priority if f else None for f in kind_floors],
-            floor_created_at=[f.created_at if f else None for f in kind_floors],
-            kind_limits=kind_limits,
+            kinds=claim_input(kinds, kind_limits, floors),
             limit=limit,
             worker_id=worker_id,
             lease=lease,
@@ -1186,6 +1182,28 @@ def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, .
             job.dedup_key,
         )
         yield (*row, _headers_json(job), job.fair_key) if traced else (*row, job.fair_key)
+
+
+def claim_input(
+    kinds: Sequence[str],
+    kind_limits: Sequence[int],
+    floors: Mapping[str, ClaimFloor] | None = None,
+) -> str:
+    """``claim_jobs``'s kinds: one JSON object per kind, with its probe's limit and its
+    floor (ADR 0115; none: nulls)."""
+    floors = floors or {}
+    rows = []
+    for kind, kind_limit in zip(kinds, kind_limits, strict=True):
+        floor = floors.get(kind)
+        rows.append(
+            {
+                "kind": kind,
+                "floor_priority": None if floor is None else int(floor.priority),
+                "floor_created_at": None if floor is None else floor.created_at,
+                "kind_limit": kind_limit,
+            }
+        )
+    return orjson.dumps(rows).decode()
 
 
 def finish_input(
