@@ -163,7 +163,7 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- A row in a workflow (V9) is left alone here (it matches nothing, as a lost
 -- claim does): finish_jobs_in_workflows records it with its hand-on, so the
 -- finish of plain jobs stays this statement, planned and run as before.
--- The outcomes come as one JSON array of objects (a key left out is NULL), the
+-- The outcomes come as one JSON array of objects (a JSON null is NULL), the
 -- ids once more as an array for the probes: twelve arrays, which psycopg dumps
 -- element by element in Python, were 11% of a drained job's worker time.
 WITH input AS (
