@@ -223,7 +223,8 @@ FROM finished AS f
 -- ends its waiting descendants dead. The children are locked in id order first,
 -- so two finishes never deadlock, and the lock returns their newest count. Plain
 -- rows of the batch (workflow_id NULL) feed nothing into these steps: each is an
--- index probe with an empty array, and the wake-up initplan is not evaluated.
+-- index probe with an empty array or a loop over no step, and the wake-up
+-- initplan is not evaluated.
 WITH RECURSIVE input AS (
     SELECT *
     FROM json_to_recordset(%(input)s::json) AS i(
@@ -271,10 +272,16 @@ WITH RECURSIVE input AS (
 ), dead_steps AS (
     SELECT f.id, f.kind FROM finished AS f WHERE f.workflow_id IS NOT NULL AND f.ended = 'dead'
 ), handed AS (
+    -- One primary-key probe per completed step (so too for dead steps in doomed,
+    -- and in all_inputs). With the id array as an index condition beside
+    -- `e.parent_id = c.id`, each probe re-read the whole array (the planner's
+    -- choice at an estimated 100 steps), and at an exact estimate a join filter
+    -- rescanned every pair: 38 and 30 ms against 19 for a 500-member batch of a
+    -- 10,000-member chord (ADR 0132, round four).
     UPDATE {{prefix}}_edges AS e
     SET result = c.result
     FROM completed_steps AS c
-    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps)) AND e.parent_id = c.id
+    WHERE e.parent_id = c.id
 ), counted AS (
     SELECT e.child_id, count(*)::int AS parents
     FROM {{prefix}}_edges AS e
@@ -283,7 +290,6 @@ WITH RECURSIVE input AS (
 ), doomed(id, cause_id, cause_kind) AS (
     SELECT e.child_id, d.id, d.kind
     FROM {{prefix}}_edges AS e JOIN dead_steps AS d ON d.id = e.parent_id
-    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM dead_steps))
     UNION
     SELECT e.child_id, x.cause_id, x.cause_kind
     FROM doomed AS x JOIN {{prefix}}_edges AS e ON e.parent_id = x.id
@@ -318,8 +324,7 @@ WITH RECURSIVE input AS (
     UNION ALL
     SELECT e.child_id, e.position, c.result
     FROM {{prefix}}_edges AS e JOIN completed_steps AS c ON c.id = e.parent_id
-    WHERE e.parent_id = ANY(ARRAY(SELECT id FROM completed_steps))
-      AND e.child_id = ANY(ARRAY(SELECT id FROM step_plan WHERE becomes = 'ready'))
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM step_plan WHERE becomes = 'ready'))
 ), released AS (
     INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at,
                                  workflow_id, result_awaited)
