@@ -449,6 +449,12 @@ class PostgresBackend:
                 conn, note="worker shutdown", **self._claim_arrays(claims)
             )
         )
+        if rows:
+            # Released rows are pending again: idle workers elsewhere claim them now,
+            # not at their next poll (a stopping worker may hold a prefetch's worth).
+            self._run_bounded(
+                lambda conn: self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+            )
         return len(rows)
 
     @staticmethod
@@ -592,8 +598,11 @@ class PostgresBackend:
     def retry_job(self, job_id: str) -> JobRow:
         def retry(conn: Connection) -> dict[str, Any] | None:
             row = self._queries.retry_job.one(conn, id=job_id)
-            if row is not None and row["workflow_id"] is not None:
-                self._queries.resume_dependants.many(conn, ids=[job_id])
+            if row is not None:
+                if row["workflow_id"] is not None:
+                    self._queries.resume_dependants.many(conn, ids=[job_id])
+                # At commit: the retried job is pending now, so a worker may take it now.
+                self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
             return row
 
         return self._change_state(job_id, "retry", "dead", retry)
@@ -736,10 +745,11 @@ class PostgresBackend:
                 row = self._queries.retry_matching.one(
                     conn, kind=kind, note=note, batch_size=batch_size
                 )
-                if row is None:
+                if row is None or not row["changed"]:
                     return 0
                 if row["steps"]:
                     self._queries.resume_dependants.many(conn, ids=list(row["steps"]))
+                self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
                 return int(row["changed"])
 
         return self._run(retry)
