@@ -176,3 +176,7 @@ class Database:
         if job_id is None:
             return self.all("SELECT * FROM {{prefix}}_journal ORDER BY id")
         return self.all("SELECT * FROM {{prefix}}_journal WHERE job_id = %s ORDER BY id", (job_id,))
+
+    def outcomes(self, job_id: str) -> list[str]:
+        """The outcomes of ``job_id``'s journal entries, oldest first."""
+        return [entry["outcome"] for entry in self.journal(job_id)]

@@ -22,10 +22,6 @@ from venturi.worker import Worker
 LONG_POLL = 30.0
 
 
-def outcomes(db: Any, job_id: str) -> list[str]:
-    return [e["outcome"] for e in db.journal(job_id)]
-
-
 def test_a_job_a_stopping_worker_releases_starts_at_once_on_an_idle_worker(
     app: venturi.App, db: Any, start_worker: Callable[..., Worker]
 ) -> None:
@@ -46,7 +42,7 @@ def test_a_job_a_stopping_worker_releases_starts_at_once_on_an_idle_worker(
     wait_until(lambda: db.scalar("SELECT count(*) FROM {{prefix}}_workers") == 2)
     try:
         stopping.stop(grace=0.2)
-        wait_until(lambda: outcomes(db, ref.id) == ["released", "completed"])
+        wait_until(lambda: db.outcomes(ref.id) == ["released", "completed"])
     finally:
         gate.set()
     assert runs == [1, 2]  # the second by the idle worker: the first one had stopped
@@ -62,9 +58,9 @@ def test_an_operators_retry_starts_at_once_on_an_idle_worker(
 
     ref = flaky.delay()
     start_worker(poll_interval=LONG_POLL)
-    wait_until(lambda: outcomes(db, ref.id) == ["dead"])
+    wait_until(lambda: db.outcomes(ref.id) == ["dead"])
     app.retry(ref.id)
-    wait_until(lambda: outcomes(db, ref.id) == ["dead", "retried", "completed"])
+    wait_until(lambda: db.outcomes(ref.id) == ["dead", "retried", "completed"])
 
 
 def test_a_bulk_retry_starts_at_once_on_an_idle_worker(
@@ -77,8 +73,6 @@ def test_a_bulk_retry_starts_at_once_on_an_idle_worker(
 
     refs = [flaky.delay(n) for n in range(3)]
     start_worker(poll_interval=LONG_POLL)
-    wait_until(lambda: all(outcomes(db, ref.id) == ["dead"] for ref in refs))
+    wait_until(lambda: all(db.outcomes(ref.id) == ["dead"] for ref in refs))
     assert app.retry_matching(kind="again.bulk") == 3
-    wait_until(
-        lambda: all(outcomes(db, ref.id) == ["dead", "retried", "completed"] for ref in refs)
-    )
+    wait_until(lambda: all(db.outcomes(ref.id) == ["dead", "retried", "completed"] for ref in refs))

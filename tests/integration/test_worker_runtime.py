@@ -35,10 +35,6 @@ def row(db: Any, job_id: str) -> dict[str, Any]:
     return db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (job_id,))
 
 
-def outcomes(db: Any, job_id: str) -> list[str]:
-    return [e["outcome"] for e in db.journal(job_id)]
-
-
 def count(db: Any, where: str, params: Any = None) -> int:
     return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}", params))
 
@@ -227,11 +223,11 @@ def test_short_jobs_are_claimed_ahead_and_stop_releases_the_held_ones_unrun(
     for ref in held:
         job = row(db, ref.id)
         assert (job["status"], job["run_count"], job["failure_count"]) == ("pending", 1, 0)
-        assert outcomes(db, ref.id) == ["released"]
+        assert db.outcomes(ref.id) == ["released"]
 
     start_worker(concurrency=1)
     wait_until(lambda: count(db, "status = 'completed'") == 31)
-    assert all(outcomes(db, ref.id) == ["released", "completed"] for ref in held)
+    assert all(db.outcomes(ref.id) == ["released", "completed"] for ref in held)
 
 
 def test_jobs_longer_than_the_prefetch_horizon_are_not_claimed_ahead(
@@ -286,13 +282,13 @@ def test_stop_releases_a_job_still_running_after_the_grace_without_counting_a_fa
     job = row(db, ref.id)
     assert (job["status"], job["claimed_by"], job["claim_expires_at"]) == ("pending", None, None)
     assert (job["run_count"], job["failure_count"]) == (1, 0)
-    assert outcomes(db, ref.id) == ["released"]
+    assert db.outcomes(ref.id) == ["released"]
 
     gate.set()
     assert ended.wait(5)
     wait_until(logged(caplog, "after it was released at shutdown; that outcome is discarded"))
     assert row(db, ref.id)["status"] == "pending"
-    assert outcomes(db, ref.id) == ["released"]
+    assert db.outcomes(ref.id) == ["released"]
 
 
 def test_stop_lets_a_running_handler_finish_within_the_grace(
@@ -321,7 +317,7 @@ def test_stop_lets_a_running_handler_finish_within_the_grace(
     assert not stopper.is_alive()
 
     assert row(db, ref.id)["status"] == "completed"
-    assert outcomes(db, ref.id) == ["completed"]
+    assert db.outcomes(ref.id) == ["completed"]
 
     # The App outlives its worker: a web process keeps enqueueing.
     @app.task(kind="rt.after")
@@ -403,7 +399,7 @@ def test_a_long_job_keeps_its_lease_renewed_past_the_first_expiry(
     assert job["claim_expires_at"] > first_expiry
     gate.set()
     wait_until(lambda: row(db, ref.id)["status"] == "completed")
-    assert outcomes(db, ref.id) == ["completed"]
+    assert db.outcomes(ref.id) == ["completed"]
     assert (row(db, ref.id)["run_count"], row(db, ref.id)["failure_count"]) == (1, 0)
 
 
@@ -469,7 +465,7 @@ def test_a_claim_taken_over_is_no_longer_renewed_and_its_late_result_is_discarde
     job = row(db, ref.id)
     assert (job["status"], job["claimed_by"], job["run_count"]) == ("claimed", "thief:1", 2)
     assert job["finished_at"] is None
-    assert "completed" not in outcomes(db, ref.id)
+    assert "completed" not in db.outcomes(ref.id)
 
 
 # -- database outage --------------------------------------------------------------------
@@ -520,5 +516,5 @@ def test_a_database_outage_is_waited_out_and_no_job_is_lost_or_completed_twice(
         proxied.close()
         proxy.stop()
     for ref in refs:
-        assert outcomes(db, ref.id) == ["completed"]
+        assert db.outcomes(ref.id) == ["completed"]
         assert (row(db, ref.id)["run_count"], row(db, ref.id)["failure_count"]) == (1, 0)
