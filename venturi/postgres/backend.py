@@ -52,6 +52,7 @@ from venturi.postgres.connections import (
     leader_of_session,
     leader_session_name,
     translated_errors,
+    translation,
     use_generic_plans,
     with_keepalives,
 )
@@ -226,8 +227,13 @@ class PostgresBackend:
                 yield conn
 
     def _run(self, action: Callable[[Connection], T], pool: Pool | None = None) -> T:
-        with self._connection(pool) as conn:
-            return action(conn)
+        try:
+            return (pool or self._pool).run(action)
+        except psycopg.Error as exc:
+            translated = translation(exc, self._prefix)
+            if translated is None:
+                raise
+            raise translated from exc
 
     def _run_bounded(self, action: Callable[[Connection], T], pool: Pool | None = None) -> T:
         """``_run`` for the worker's statements: at most ``reply_timeout`` for the reply."""

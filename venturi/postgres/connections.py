@@ -35,7 +35,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
+from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing, VenturiError
 from venturi.naming import Prefix
 from venturi.postgres.queries import Queries, read_json_with_venturi
 
@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 Connection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
 C = TypeVar("C", Connection, AsyncConnection)
+T = TypeVar("T")
 
 #: How long a caller waits for a pooled connection (or a first connection) before
 #: BackendUnavailable: bounded, so a missing database never hangs a caller.
@@ -142,12 +143,20 @@ def translated_errors(prefix: Prefix | None = None) -> Iterator[None]:
     the prefix is known, a lost or refused connection ``BackendUnavailable``."""
     try:
         yield
-    except psycopg.errors.UndefinedTable as exc:
-        if prefix is None:
+    except psycopg.Error as exc:
+        translated = translation(exc, prefix)
+        if translated is None:
             raise
-        raise SchemaMissing(prefix.value) from exc
-    except psycopg.OperationalError as exc:
-        raise unavailable(exc) from exc
+        raise translated from exc
+
+
+def translation(exc: psycopg.Error, prefix: Prefix | None = None) -> VenturiError | None:
+    """What ``translated_errors`` raises for ``exc`` instead, or None: ``exc`` itself."""
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return None if prefix is None else SchemaMissing(prefix.value)
+    if isinstance(exc, psycopg.OperationalError):
+        return unavailable(exc)
+    return None
 
 
 def unavailable(exc: psycopg.Error) -> BackendUnavailable:
@@ -281,21 +290,40 @@ class Pool:
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         """A live pooled session; ``BackendUnavailable`` (saying why) when none comes in time."""
-        if not self._is_open:
-            self._pool.open(wait=False)
-            self._is_open = True
-        try:
-            conn = self._live_connection()
-        except PoolTimeout as exc:
-            raise self._why_unavailable(exc) from exc
+        conn = self._take()
         try:
             with conn:
                 yield conn
         finally:
-            with self._lock:
-                kept = self._hot.keep(conn)
-            if not kept:
-                self._pool.putconn(conn)
+            self._give_back(conn)
+
+    def run(self, action: Callable[[Connection], T]) -> T:
+        """``action(conn)`` on a live pooled session: ``connection()`` without its
+        generator and ``with conn``, for one-statement calls such as ``.delay()``,
+        whose own time these layers were a third of, run with cold caches after
+        each round trip (ADR 0132). An autocommit session is idle after any
+        statement; one left in a transaction goes back to the pool, which rolls
+        it back."""
+        conn = self._take()
+        try:
+            return action(conn)
+        finally:
+            self._give_back(conn)
+
+    def _take(self) -> Connection:
+        if not self._is_open:
+            self._pool.open(wait=False)
+            self._is_open = True
+        try:
+            return self._live_connection()
+        except PoolTimeout as exc:
+            raise self._why_unavailable(exc) from exc
+
+    def _give_back(self, conn: Connection) -> None:
+        with self._lock:
+            kept = self._hot.keep(conn)
+        if not kept:
+            self._pool.putconn(conn)
 
     def _live_connection(self) -> Connection:
         for _ in range(self._pool.max_size):
