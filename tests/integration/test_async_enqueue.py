@@ -26,6 +26,7 @@ from venturi.errors import (
     InvalidDelay,
     InvalidPayload,
     InvalidPriority,
+    SchemaMissing,
 )
 from venturi.postgres import PostgresBackend
 from venturi.types import JobRef, Priority
@@ -109,6 +110,26 @@ async def test_a_refused_call_raises_the_sync_forms_error_before_any_io(
             await send.adelay("a@x.org")
     finally:
         await unreachable.aclose()
+
+
+async def test_delay_and_adelay_on_a_prefix_never_migrated_raise_schema_missing(
+    database_url: str,
+) -> None:
+    """The one-statement paths (``Pool.run``, no context manager) translate the driver's
+    missing-table error as every other call does."""
+    unmigrated = f"t_{secrets.token_hex(5)}"
+    bare = venturi.App(database_url, prefix=unmigrated, set_as_current=False)
+
+    @bare.task(kind="mail.send")
+    def send(to: str) -> None: ...
+
+    try:
+        with pytest.raises(SchemaMissing, match=unmigrated):
+            send.delay("a@x.org")
+        with pytest.raises(SchemaMissing, match=unmigrated):
+            await send.adelay("a@x.org")
+    finally:
+        await bare.aclose()
 
 
 async def test_adelay_many_writes_every_item_in_order_in_batches(app: venturi.App, db: Any) -> None:

@@ -51,8 +51,8 @@ from venturi.postgres.connections import (
     connect,
     leader_of_session,
     leader_session_name,
+    reraise_translated,
     translated_errors,
-    translation,
     use_generic_plans,
     with_keepalives,
 )
@@ -230,10 +230,7 @@ class PostgresBackend:
         try:
             return (pool or self._pool).run(action)
         except psycopg.Error as exc:
-            translated = translation(exc, self._prefix)
-            if translated is None:
-                raise
-            raise translated from exc
+            reraise_translated(exc, self._prefix)
 
     def _run_bounded(self, action: Callable[[Connection], T], pool: Pool | None = None) -> T:
         """``_run`` for the worker's statements: at most ``reply_timeout`` for the reply."""
@@ -787,8 +784,10 @@ class PostgresBackend:
         plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
         refs: dict[str, JobRef] = {}
         if not deduplicated and connection is None:
-            async with self._aconnection() as conn:
-                await self._ainsert(conn, plain)
+            try:
+                await self._async_pool.run(lambda conn: self._ainsert(conn, plain))
+            except psycopg.Error as exc:
+                reraise_translated(exc, self._prefix)
         else:
             async with self._atransaction(connection) as conn:
                 if plain:

@@ -26,16 +26,16 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing, VenturiError
+from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
 from venturi.naming import Prefix
 from venturi.postgres.queries import Queries, read_json_with_venturi
 
@@ -144,19 +144,17 @@ def translated_errors(prefix: Prefix | None = None) -> Iterator[None]:
     try:
         yield
     except psycopg.Error as exc:
-        translated = translation(exc, prefix)
-        if translated is None:
-            raise
-        raise translated from exc
+        reraise_translated(exc, prefix)
 
 
-def translation(exc: psycopg.Error, prefix: Prefix | None = None) -> VenturiError | None:
-    """What ``translated_errors`` raises for ``exc`` instead, or None: ``exc`` itself."""
-    if isinstance(exc, psycopg.errors.UndefinedTable):
-        return None if prefix is None else SchemaMissing(prefix.value)
+def reraise_translated(exc: psycopg.Error, prefix: Prefix | None = None) -> NoReturn:
+    """Raise ``exc`` as ``translated_errors`` does: for the callers without the context
+    manager (``Pool.run``'s, on the one-statement path)."""
+    if isinstance(exc, psycopg.errors.UndefinedTable) and prefix is not None:
+        raise SchemaMissing(prefix.value) from exc
     if isinstance(exc, psycopg.OperationalError):
-        return unavailable(exc)
-    return None
+        raise unavailable(exc) from exc
+    raise exc
 
 
 def unavailable(exc: psycopg.Error) -> BackendUnavailable:
@@ -559,16 +557,27 @@ class AsyncPool:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
         """A live pooled session of this loop's pool; ``BackendUnavailable`` when none comes."""
-        pool = await self._pool_of_running_loop()
-        try:
-            conn = await pool.live_connection()
-        except PoolTimeout as exc:
-            raise BackendUnavailable(await self._why_unavailable(exc)) from exc
+        pool, conn = await self._take()
         try:
             async with conn:
                 yield conn
         finally:
             await pool.give_back(conn)
+
+    async def run(self, action: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """``await action(conn)`` on a live pooled session: ``Pool.run``, awaited."""
+        pool, conn = await self._take()
+        try:
+            return await action(conn)
+        finally:
+            await pool.give_back(conn)
+
+    async def _take(self) -> tuple[_LoopPool, AsyncConnection]:
+        pool = await self._pool_of_running_loop()
+        try:
+            return pool, await pool.live_connection()
+        except PoolTimeout as exc:
+            raise BackendUnavailable(await self._why_unavailable(exc)) from exc
 
     async def _pool_of_running_loop(self) -> _LoopPool:
         loop = asyncio.get_running_loop()
