@@ -8,16 +8,20 @@ fraction of these.
 
 A second, informational baseline (``VenturiSchemaTable``) writes with plain
 psycopg into a freshly migrated venturi jobs table (ULID text keys, the
-schema's indexes), so the gap to the minimal table splits into what the
-schema costs and what venturi's code costs.
+schema's indexes), and drains it with the same loop, writing the least the
+schema's lifecycle asks (lease, owner, run count, a journal entry per run), so
+the gap to the minimal table splits into what the schema costs and what
+venturi's code costs.
 """
 
 from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import orjson
+import psycopg
 from ulid import ULID
 from venturi_bench import Prefix
 from workload import NOOP_KIND, connect, fresh_name, noop_payload
@@ -51,6 +55,32 @@ RETURNING id, kind, payload
 _COMPLETE = "UPDATE {t} SET status = 'completed', finished_at = now() WHERE id = ANY(%s)"
 
 
+_WORKER = "raw-claimer"
+_SCHEMA_CLAIM = """
+UPDATE {p}_jobs AS j
+SET status = 'claimed', claimed_by = %s, run_count = j.run_count + 1,
+    claim_expires_at = now() + interval '5 minutes'
+WHERE id IN (
+    SELECT id FROM {p}_jobs
+    WHERE status = 'pending' AND visible_at <= now()
+    ORDER BY priority, created_at
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING j.id, j.kind, j.payload, j.run_count
+"""
+_SCHEMA_COMPLETE = """
+WITH done AS (
+    UPDATE {p}_jobs
+    SET status = 'completed', finished_at = now(), claimed_by = NULL, claim_expires_at = NULL
+    WHERE id = ANY(%s) AND claimed_by = %s
+    RETURNING id, kind, run_count
+)
+INSERT INTO {p}_journal (job_id, kind, run_no, recorded_at, outcome)
+SELECT id, kind, run_count, now(), 'completed' FROM done
+"""
+
+
 def _payload(n: int) -> str:
     return orjson.dumps(noop_payload(n)).decode()
 
@@ -65,6 +95,7 @@ class RawQueue:
         self.conn.execute(_SCHEMA.format(t=self.table))
         self._insert = self.sql("INSERT INTO {t} (kind, payload) VALUES (%s, %s)")
         self._copy = self.sql("COPY {t} (kind, payload) FROM STDIN")
+        self._claim, self._complete = self.sql(_CLAIM), self.sql(_COMPLETE)
 
     def sql(self, template: str) -> str:
         return template.format(t=self.table)
@@ -79,29 +110,25 @@ class RawQueue:
             for n in range(start, start + count):
                 copy.write_row((NOOP_KIND, _payload(n)))
 
-    def drain(self, count: int, limit: int) -> float:
-        """Fill ``count`` jobs (untimed), then claim ``limit`` at a time and complete them.
-
-        Two autocommit round trips per batch (claim, complete), one connection.
-        Throughput is read from the database like venturi's: jobs over the span
-        between the first and the last ``finished_at``.
-        """
+    def fill(self, count: int) -> None:
+        """``count`` pending jobs (untimed), statistics fresh."""
         self.conn.execute(self.sql("TRUNCATE {t}"))
         for start in range(0, count, 5_000):
             self.copy_batch(start, min(5_000, count - start))
         self.conn.execute(self.sql("ANALYZE {t}"))
-        claim, complete = self.sql(_CLAIM), self.sql(_COMPLETE)
-        while True:
-            rows = self.conn.execute(claim, (limit,)).fetchall()
-            if not rows:
-                break
-            self.conn.execute(complete, ([row[0] for row in rows],))
-        first, last, done = self.conn.execute(
+
+    def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
+        return conn.execute(self._claim, (limit,)).fetchall()
+
+    def complete(self, conn: psycopg.Connection[Any], rows: list[Any]) -> None:
+        conn.execute(self._complete, ([row[0] for row in rows],))
+
+    def span(self) -> tuple[Any, Any, int]:
+        """(first finished_at, last finished_at, jobs finished)."""
+        row = self.conn.execute(
             self.sql("SELECT min(finished_at), max(finished_at), count(*) FROM {t}")
-        ).fetchone() or (None, None, 0)
-        if done != count:
-            raise RuntimeError(f"raw drain completed {done} of {count}")
-        return count / (last - first).total_seconds()
+        ).fetchone()
+        return row or (None, None, 0)
 
     def close(self) -> None:
         try:
@@ -118,6 +145,7 @@ class VenturiSchemaTable:
     """
 
     def __init__(self, url: str, count: int) -> None:
+        self.url = url
         self.prefix = Prefix(url)
         self.ids = [str(ULID()) for _ in range(count)]
         self._insert = self.prefix.sql(
@@ -138,42 +166,90 @@ class VenturiSchemaTable:
             for n in range(start, start + count):
                 copy.write_row((self.ids[n], NOOP_KIND, _payload(n), 1, "pending", now, now))
 
+    # The drain loop's side: the least any queue keeping this schema's lifecycle
+    # writes (ADR 5, 16, 19): the claim's lease, owner and run count, the finish
+    # fenced on the owner, one journal entry per run.
+
+    def fill(self, count: int) -> None:
+        self.prefix.conn.execute(self.prefix.sql("TRUNCATE {p}_jobs CASCADE"))
+        for start in range(0, count, 5_000):
+            self.copy_batch(start, min(5_000, count - start))
+        self.prefix.conn.execute(self.prefix.sql("ANALYZE {p}_jobs"))
+
+    def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
+        return conn.execute(self.prefix.sql(_SCHEMA_CLAIM), (_WORKER, limit)).fetchall()
+
+    def complete(self, conn: psycopg.Connection[Any], rows: list[Any]) -> None:
+        conn.execute(self.prefix.sql(_SCHEMA_COMPLETE), ([row[0] for row in rows], _WORKER))
+
+    def span(self) -> tuple[Any, Any, int]:
+        row = self.prefix.conn.execute(
+            self.prefix.sql(
+                "SELECT min(recorded_at), max(recorded_at), count(*) FROM {p}_journal "
+                "WHERE outcome = 'completed'"
+            )
+        ).fetchone()
+        return row or (None, None, 0)
+
     def close(self) -> None:
         self.prefix.close()
 
 
-def drain(url: str, count: int, limit: int) -> float:
-    """The raw claim+complete loop on a fresh minimal table; jobs/s."""
-    queue = RawQueue(url)
+class DrainQueue(Protocol):
+    """What the raw drain loops need of a table: fill it, claim, complete, read the span."""
+
+    url: str
+
+    def fill(self, count: int) -> None: ...
+    def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]: ...
+    def complete(self, conn: psycopg.Connection[Any], rows: list[Any]) -> None: ...
+    def span(self) -> tuple[Any, Any, int]: ...
+    def close(self) -> None: ...
+
+
+def _rate(queue: DrainQueue, count: int) -> float:
+    """Jobs/s between the first and the last finish, read from the table like venturi's."""
+    first, last, done = queue.span()
+    if done != count:
+        raise RuntimeError(f"raw drain finished {done} of {count}")
+    return count / (last - first).total_seconds()
+
+
+def _drain_loop(queue: DrainQueue, conn: psycopg.Connection[Any], limit: int) -> None:
+    """Two autocommit round trips per batch (claim, complete) until the table is empty."""
+    while rows := queue.claim(conn, limit):
+        queue.complete(conn, rows)
+
+
+def drain(queue: DrainQueue, count: int, limit: int) -> float:
+    """Fill ``count`` jobs (untimed), then claim ``limit`` at a time and complete them on
+    one connection; jobs/s. Closes ``queue``."""
     try:
-        return queue.drain(count, limit)
+        queue.fill(count)
+        with connect(queue.url) as conn:
+            _drain_loop(queue, conn, limit)
+        return _rate(queue, count)
     finally:
         queue.close()
 
 
-def drain_threads(url: str, count: int, limit: int, threads: int) -> float:
-    """The raw claim+complete loop run by ``threads`` threads, one connection each, on one
-    fresh minimal table; jobs/s over the span of ``finished_at`` (as ``drain``).
+def drain_threads(queue: DrainQueue, count: int, limit: int, threads: int) -> float:
+    """The same loop run by ``threads`` threads, one connection each, on one table; jobs/s.
+    Closes ``queue``.
 
     The ceiling for several worker processes: each thread is a claimer with its
     own session, contending on the same index and rows as venturi's workers do.
     """
-    queue = RawQueue(url)
     try:
-        queue.conn.execute(queue.sql("TRUNCATE {t}"))
-        for start in range(0, count, 5_000):
-            queue.copy_batch(start, min(5_000, count - start))
-        queue.conn.execute(queue.sql("ANALYZE {t}"))
-        claim, complete = queue.sql(_CLAIM), queue.sql(_COMPLETE)
+        queue.fill(count)
         failures: list[BaseException] = []
         ready = threading.Barrier(threads)
 
         def loop() -> None:
             try:
-                with connect(url) as conn:
+                with connect(queue.url) as conn:
                     ready.wait(timeout=60)
-                    while rows := conn.execute(claim, (limit,)).fetchall():
-                        conn.execute(complete, ([row[0] for row in rows],))
+                    _drain_loop(queue, conn, limit)
             except BaseException as exc:  # reported below, so the figure is never silently short
                 failures.append(exc)
 
@@ -184,11 +260,6 @@ def drain_threads(url: str, count: int, limit: int, threads: int) -> float:
             thread.join(timeout=600)
         if failures:
             raise failures[0]
-        first, last, done = queue.conn.execute(
-            queue.sql("SELECT min(finished_at), max(finished_at), count(*) FROM {t}")
-        ).fetchone() or (None, None, 0)
-        if done != count:
-            raise RuntimeError(f"raw threaded drain completed {done} of {count}")
-        return count / (last - first).total_seconds()
+        return _rate(queue, count)
     finally:
         queue.close()

@@ -266,15 +266,26 @@ def measure_drain(run: Run) -> dict[str, list[Any]]:
     def keep(key: str, name: str, measure: Callable[[], Any]) -> None:
         found.setdefault(key, []).append(attempt(name, measure))
 
+    def raw() -> baseline.RawQueue:
+        return baseline.RawQueue(url)
+
+    def schema() -> baseline.VenturiSchemaTable:
+        return baseline.VenturiSchemaTable(url, count)
+
     for n in range(run.rounds):
         log(f"drain, round {n + 1}/{run.rounds}")
         profile = (
             run.profile_dir / "drain_c8.speedscope.json" if run.profile_dir and n == 0 else None
         )
-        keep("limit_1", "raw claim loop LIMIT 1", lambda: baseline.drain(url, count, 1))
+        keep("limit_1", "raw claim loop LIMIT 1", lambda: baseline.drain(raw(), count, 1))
         keep("c1", "venturi drain c=1", lambda: venturi_bench.drain(url, count, 1, run_dir))
-        keep("limit_50", "raw claim loop LIMIT 50", lambda: baseline.drain(url, count, 50))
-        keep("limit_8", "raw claim loop LIMIT 8", lambda: baseline.drain(url, count, 8))
+        keep("limit_50", "raw claim loop LIMIT 50", lambda: baseline.drain(raw(), count, 50))
+        keep(
+            "schema_limit_50",
+            "raw claim loop LIMIT 50 on venturi's table",
+            lambda: baseline.drain(schema(), count, 50),
+        )
+        keep("limit_8", "raw claim loop LIMIT 8", lambda: baseline.drain(raw(), count, 8))
         keep(
             "c8",
             "venturi drain c=8",
@@ -283,7 +294,12 @@ def measure_drain(run: Run) -> dict[str, list[Any]]:
         keep(
             "threads_8",
             "raw claim loop LIMIT 50, 8 threads (one connection each)",
-            lambda: baseline.drain_threads(url, count, 50, 8),
+            lambda: baseline.drain_threads(raw(), count, 50, 8),
+        )
+        keep(
+            "schema_threads_8",
+            "raw claim loop LIMIT 50, 8 threads, on venturi's table",
+            lambda: baseline.drain_threads(schema(), count, 50, 8),
         )
         keep(
             "processes_2",
@@ -296,6 +312,10 @@ def measure_drain(run: Run) -> dict[str, list[Any]]:
             lambda: venturi_bench.drain(url, count, 8, run_dir, is_async=True),
         )
     return found
+
+
+#: The raw loop on a migrated venturi table (``baseline.VenturiSchemaTable``).
+SCHEMA_LOOP = "raw LIMIT 50 loop on a migrated venturi table (lease, fence, journal entry)"
 
 
 def drain_c8(run: Run) -> float | None:
@@ -333,6 +353,28 @@ def drain_figures(run: Run) -> list[Figure]:
         ),
         ratio(
             Figure(
+                "drain_c8_vs_schema",
+                "  the same c=8 drain, vs the raw loop on venturi's own table",
+                "jobs/s",
+                venturi=c8,
+                baseline=best(s["schema_limit_50"]),
+                baseline_label=SCHEMA_LOOP + ", one connection",
+                target="(info)",
+            )
+        ),
+        ratio(
+            Figure(
+                "drain_schema_ceiling",
+                "  ceiling: that raw loop on venturi's table, vs the minimal table",
+                "jobs/s",
+                venturi=best(s["schema_limit_50"]),
+                baseline=best(s["limit_50"]),
+                baseline_label="raw claim+complete loop, LIMIT 50, one connection (above)",
+                target="(info: the schema's share)",
+            )
+        ),
+        ratio(
+            Figure(
                 "drain_c8_vs_limit_8",
                 "  the same c=8 drain, vs a raw loop claiming 8 at a time",
                 "jobs/s",
@@ -366,6 +408,28 @@ def drain_figures(run: Run) -> list[Figure]:
                 target=">= 0.6",
             ),
             at_least=0.6,
+        ),
+        ratio(
+            Figure(
+                "drain_2_processes_vs_schema",
+                "  the same 2-process drain, vs the 8-thread loop on venturi's table",
+                "jobs/s",
+                venturi=best(s["processes_2"], rate),
+                baseline=best(s["schema_threads_8"]),
+                baseline_label=SCHEMA_LOOP + ", 8 threads x 1 connection",
+                target="(info)",
+            )
+        ),
+        ratio(
+            Figure(
+                "drain_threads_schema_ceiling",
+                "  ceiling: that 8-thread loop on venturi's table, vs the minimal table",
+                "jobs/s",
+                venturi=best(s["schema_threads_8"]),
+                baseline=best(s["threads_8"]),
+                baseline_label="raw claim+complete loop, LIMIT 50, 8 threads (above)",
+                target="(info: the schema's share)",
+            )
         ),
         ratio(
             Figure(
