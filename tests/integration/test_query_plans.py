@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,9 +31,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
+from support import migrated_prefix
 
 from venturi.naming import Prefix
 from venturi.postgres.backend import claim_input, finish_input
+from venturi.postgres.connections import configure_claim_session
 from venturi.postgres.queries import Queries
 from venturi.types import Claim, ClaimFloor, Finished, Outcome, OutcomeKind
 
@@ -461,37 +464,80 @@ _CLAIM_PARAM_TYPES = {
 }
 
 
+@contextmanager
+def _on_a_claim_session(
+    conn: psycopg.Connection[Any], sql: str, param_types: dict[str, str]
+) -> Iterator[Callable[[str, dict[str, Any]], list[Any]]]:
+    """``sql`` prepared on ``conn`` set up as the claim pool's sessions are; yields
+    ``run(head, params)``, which sends ``{head} EXECUTE`` of it (the cached plan)."""
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    assert sorted(names) == sorted(param_types)
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+    types = ", ".join(param_types[name] for name in names)
+    placeholders = ", ".join(["%s"] * len(names))
+    configure_claim_session(conn)
+    conn.execute(f"PREPARE claim_statement ({types}) AS {numbered}")
+
+    def run(head: str, params: dict[str, Any]) -> list[Any]:
+        cursor = psycopg.ClientCursor(conn)
+        cursor.execute(
+            f"{head} EXECUTE claim_statement ({placeholders})", [params[n] for n in names]
+        )
+        return cursor.fetchall() if cursor.description else []
+
+    try:
+        yield run
+    finally:
+        conn.execute("DEALLOCATE claim_statement")
+        conn.execute("RESET plan_cache_mode")
+        conn.execute("RESET enable_seqscan")
+
+
+def _plan_of(run: Callable[[str, dict[str, Any]], list[Any]], params: dict[str, Any]) -> Plan:
+    rows = run("EXPLAIN (FORMAT JSON)", params)
+    return Plan.parse(rows[0]["QUERY PLAN"])
+
+
 @pytest.mark.parametrize("served", SERVED)
 def test_the_claim_pools_generic_plan_probes_the_per_kind_claim_index(
     planner: Planner, served: tuple[str, ...]
 ) -> None:
     """The claim pool forces generic plans (backend.py): that plan must be as good."""
-    sql = planner.queries.claim_jobs.sql
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
-    assert sorted(names) == sorted(_CLAIM_PARAM_TYPES)
-    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
-    types = ", ".join(_CLAIM_PARAM_TYPES[name] for name in names)
-    params = _claim_params(served, 8)
-    conn = planner.conn
-    conn.execute("SET plan_cache_mode = force_generic_plan")
-    conn.execute(f"PREPARE generic_claim ({types}) AS {numbered}")
-    try:
-        placeholders = ", ".join(["%s"] * len(names))
-        row = (
-            psycopg.ClientCursor(conn)
-            .execute(
-                f"EXPLAIN (FORMAT JSON) EXECUTE generic_claim ({placeholders})",
-                [params[name] for name in names],
-            )
-            .fetchone()
-        )
-    finally:
-        conn.execute("DEALLOCATE generic_claim")
-        conn.execute("RESET plan_cache_mode")
-    assert row is not None
-    plan = Plan.parse(row["QUERY PLAN"])
+    with _on_a_claim_session(
+        planner.conn, planner.queries.claim_jobs.sql, _CLAIM_PARAM_TYPES
+    ) as run:
+        plan = _plan_of(run, _claim_params(served, 8))
     _assert_per_kind_claim_probes(planner, plan)
     assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+def test_a_claim_sessions_plan_made_on_an_empty_table_still_probes_once_the_table_has_grown(
+    database_url: str,
+) -> None:
+    """A claim session plans ``claim_jobs`` once (``configure_claim_session``), often when
+    the table is empty (a worker started on a quiet queue), and keeps that plan until the
+    table is next vacuumed or analyzed. Made on an empty table, the generic plan joined
+    the picked rows to ``_jobs`` by a hash join over a sequential scan: every claim read
+    the whole table (under a 2,000 jobs/s offer, 15-60 ms a claim before the first
+    autovacuum, the worst lag 189 ms)."""
+    params = _claim_params(["mail.send"], 16)
+    with (
+        migrated_prefix(database_url) as value,
+        psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn,
+        _on_a_claim_session(
+            conn, Queries(Prefix.parse(value)).claim_jobs.sql, _CLAIM_PARAM_TYPES
+        ) as run,
+    ):
+        run("", params)  # planned here, on the empty table
+        conn.execute(
+            Prefix.parse(value).substitute(
+                "INSERT INTO {{prefix}}_jobs (id, kind, payload, status, created_at, visible_at)"
+                " SELECT 'j' || n, 'mail.send', '{}', 'pending', now(), now()"
+                " FROM generate_series(1, 20000) AS n"
+            )
+        )
+        plan = _plan_of(run, params)
+    assert plan.seq_scans(f"{value}_jobs") == [], plan.text
 
 
 # -- enqueue and dedup (ADR 10) ----------------------------------------------------------------
@@ -1290,30 +1336,8 @@ _FAIR_PARAM_TYPES = {
 
 def test_the_claim_pools_generic_plan_of_the_fair_claim_is_as_good(fair: Planner) -> None:
     """The claim pool forces generic plans (backend.py): the fair claim's must hold up."""
-    sql = fair.queries.claim_fair_jobs.sql
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
-    assert sorted(names) == sorted(_FAIR_PARAM_TYPES)
-    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
-    types = ", ".join(_FAIR_PARAM_TYPES[name] for name in names)
-    params = _fair_params(8)
-    conn = fair.conn
-    conn.execute("SET plan_cache_mode = force_generic_plan")
-    conn.execute(f"PREPARE generic_fair_claim ({types}) AS {numbered}")
-    try:
-        placeholders = ", ".join(["%s"] * len(names))
-        row = (
-            psycopg.ClientCursor(conn)
-            .execute(
-                f"EXPLAIN (FORMAT JSON) EXECUTE generic_fair_claim ({placeholders})",
-                [params[name] for name in names],
-            )
-            .fetchone()
-        )
-    finally:
-        conn.execute("DEALLOCATE generic_fair_claim")
-        conn.execute("RESET plan_cache_mode")
-    assert row is not None
-    plan = Plan.parse(row["QUERY PLAN"])
+    with _on_a_claim_session(fair.conn, fair.queries.claim_fair_jobs.sql, _FAIR_PARAM_TYPES) as run:
+        plan = _plan_of(run, _fair_params(8))
     _assert_fair_claim_reads_keys_not_backlogs(fair, plan)
     assert plan.seq_scans(fair.jobs) == [], plan.text
 

@@ -48,12 +48,12 @@ from venturi.postgres.connections import (
     PostgresLeadership,
     PostgresListener,
     ReplyWatchdog,
+    configure_claim_session,
     connect,
     leader_of_session,
     leader_session_name,
     reraise_translated,
     translated_errors,
-    use_generic_plans,
     with_keepalives,
 )
 from venturi.postgres.migrator import Migrator
@@ -118,8 +118,8 @@ class PostgresBackend:
         prefix: table-name prefix, validated before anything connects (ADR 6).
         pool_size: maximum pooled connections (a worker uses one for outcomes
             and one for leases, plus the enqueues of the process). Claims have
-            a pool of their own, opened on the first claim, whose sessions force
-            generic plans (``connections.use_generic_plans``).
+            a pool of their own, opened on the first claim, whose sessions plan
+            claims once (``connections.configure_claim_session``).
         connect_timeout: seconds to wait for a connection before
             ``BackendUnavailable``.
         direct_url: the server itself, when ``url`` goes through a pooler:
@@ -184,7 +184,7 @@ class PostgresBackend:
             name=f"venturi-{self._prefix.value}-claim",
             max_size=2,
             connect_timeout=connect_timeout,
-            configure=None if self.is_transaction_pooled else use_generic_plans,
+            configure=None if self.is_transaction_pooled else configure_claim_session,
             may_prepare=not self.is_transaction_pooled,
         )
         #: Async enqueue's sessions: one pool per event loop, none until first used.

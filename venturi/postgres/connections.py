@@ -166,10 +166,12 @@ def unavailable(exc: psycopg.Error) -> BackendUnavailable:
     return BackendUnavailable(f"database unavailable: {text}")
 
 
-def use_generic_plans(conn: Connection) -> None:
-    """Claim sessions plan ``claim_jobs`` once; why, and why only the claim pool:
-    docs/design/indexes.md, "Generic plans of the hot statements"."""
+def configure_claim_session(conn: Connection) -> None:
+    """Claim sessions plan ``claim_jobs`` once, and never by a sequential scan, so that
+    a plan made on an empty table stays right as the table grows; why, and why only
+    the claim pool: docs/design/indexes.md, "Generic plans of the hot statements"."""
     conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute("SET enable_seqscan = off")
 
 
 #: Longest a session stays hot, out of its pool, before it goes back (ADR 0132).
