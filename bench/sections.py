@@ -314,8 +314,41 @@ def measure_drain(run: Run) -> dict[str, list[Any]]:
     return found
 
 
-#: The raw loop on a migrated venturi table (``baseline.VenturiSchemaTable``).
-SCHEMA_LOOP = "raw LIMIT 50 loop on a migrated venturi table (lease, fence, journal entry)"
+def _beside_the_schema_loop(
+    key: str,
+    what: str,
+    venturi: float | None,
+    schema: float | None,
+    minimal: float | None,
+    connections: str,
+) -> list[Figure]:
+    """A drain beside the raw loop on a migrated venturi table (``VenturiSchemaTable``),
+    and that loop beside the same loop on the minimal table: the schema's share."""
+    return [
+        ratio(
+            Figure(
+                f"{key}_vs_schema",
+                f"  the same {what}, vs the raw loop on venturi's own table",
+                "jobs/s",
+                venturi=venturi,
+                baseline=schema,
+                baseline_label="raw LIMIT 50 loop on a migrated venturi table (lease, fence, "
+                f"journal entry), {connections}",
+                target="(info)",
+            )
+        ),
+        ratio(
+            Figure(
+                f"{key}_schema_ceiling",
+                "  ceiling: that raw loop on venturi's table, vs the minimal table",
+                "jobs/s",
+                venturi=schema,
+                baseline=minimal,
+                baseline_label=f"the raw loop on the minimal table, {connections} (above)",
+                target="(info: the schema's share)",
+            )
+        ),
+    ]
 
 
 def drain_c8(run: Run) -> float | None:
@@ -351,27 +384,13 @@ def drain_figures(run: Run) -> list[Figure]:
             ),
             at_least=0.8,
         ),
-        ratio(
-            Figure(
-                "drain_c8_vs_schema",
-                "  the same c=8 drain, vs the raw loop on venturi's own table",
-                "jobs/s",
-                venturi=c8,
-                baseline=best(s["schema_limit_50"]),
-                baseline_label=SCHEMA_LOOP + ", one connection",
-                target="(info)",
-            )
-        ),
-        ratio(
-            Figure(
-                "drain_schema_ceiling",
-                "  ceiling: that raw loop on venturi's table, vs the minimal table",
-                "jobs/s",
-                venturi=best(s["schema_limit_50"]),
-                baseline=best(s["limit_50"]),
-                baseline_label="raw claim+complete loop, LIMIT 50, one connection (above)",
-                target="(info: the schema's share)",
-            )
+        *_beside_the_schema_loop(
+            "drain_c8",
+            "c=8 drain",
+            c8,
+            best(s["schema_limit_50"]),
+            best(s["limit_50"]),
+            "one connection",
         ),
         ratio(
             Figure(
@@ -409,27 +428,13 @@ def drain_figures(run: Run) -> list[Figure]:
             ),
             at_least=0.6,
         ),
-        ratio(
-            Figure(
-                "drain_2_processes_vs_schema",
-                "  the same 2-process drain, vs the 8-thread loop on venturi's table",
-                "jobs/s",
-                venturi=best(s["processes_2"], rate),
-                baseline=best(s["schema_threads_8"]),
-                baseline_label=SCHEMA_LOOP + ", 8 threads x 1 connection",
-                target="(info)",
-            )
-        ),
-        ratio(
-            Figure(
-                "drain_threads_schema_ceiling",
-                "  ceiling: that 8-thread loop on venturi's table, vs the minimal table",
-                "jobs/s",
-                venturi=best(s["schema_threads_8"]),
-                baseline=best(s["threads_8"]),
-                baseline_label="raw claim+complete loop, LIMIT 50, 8 threads (above)",
-                target="(info: the schema's share)",
-            )
+        *_beside_the_schema_loop(
+            "drain_2_processes",
+            "2-process drain",
+            best(s["processes_2"], rate),
+            best(s["schema_threads_8"]),
+            best(s["threads_8"]),
+            "8 threads x 1 connection",
         ),
         ratio(
             Figure(
