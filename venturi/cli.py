@@ -25,8 +25,6 @@ on stderr starting ``venturi: warning:``, with exit status 0.
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import importlib
 import importlib.metadata
 import json
@@ -56,6 +54,8 @@ from venturi.types import (
     Status,
     WorkerInfo,
     Workflow,
+    decode_cursor,
+    encode_cursor,
 )
 
 if TYPE_CHECKING:
@@ -77,9 +77,6 @@ _DEFAULT_LIST_LIMIT = 50
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
 _DURATION = re.compile(rf"(?:{_DURATION_PART.pattern})+")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-_CURSOR = re.compile(r"(?P<micros>-?[0-9]+)\.(?P<id>[^\x00-\x1f]+)")
 _DURATION_HINT = "use a number and a unit s, m, h, d or w, e.g. 30s, 15m, 12h, 7d, 2w or 1h30m"
 #: Widest ``NOTE`` cell of ``jobs list``; ``jobs show`` has the whole note.
 _NOTE_COLUMN_CHARS = 40
@@ -126,31 +123,6 @@ def parse_duration(text: str) -> timedelta:
         return timedelta(seconds=seconds)
     except OverflowError:
         raise ValueError(f"invalid duration {text!r}: too large") from None
-
-
-def encode_cursor(cursor: Cursor) -> str:
-    """The opaque text form of a listing position, safe in a shell and a URL.
-
-    It packs the row's ``created_at`` (whole microseconds since the epoch, the
-    database's own precision) and its id; users only copy it back.
-    """
-    micros = (cursor.created_at - _EPOCH) // _MICROSECOND
-    raw = f"{micros}.{cursor.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def decode_cursor(text: str) -> Cursor:
-    """Inverse of ``encode_cursor``; raises ``ValueError`` for anything it did not make."""
-    invalid = ValueError(f"invalid cursor {text!r}: pass a cursor printed by 'venturi jobs list'")
-    try:
-        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
-        match = _CURSOR.fullmatch(raw.decode())
-        if match is None:
-            raise invalid
-        created_at = _EPOCH + int(match["micros"]) * _MICROSECOND
-    except (binascii.Error, UnicodeDecodeError, OverflowError):
-        raise invalid from None
-    return Cursor(created_at=created_at, id=match["id"])
 
 
 def _duration_argument(text: str) -> timedelta:

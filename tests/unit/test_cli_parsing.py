@@ -16,14 +16,12 @@ from hypothesis import strategies as st
 
 from venturi.cli import (
     build_parser,
-    decode_cursor,
-    encode_cursor,
     format_age,
     format_table,
     main,
     parse_duration,
 )
-from venturi.types import Cursor
+from venturi.types import Cursor, decode_cursor, encode_cursor
 
 
 def single_error_line(captured: pytest.CaptureResult[str]) -> str:

@@ -26,7 +26,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from venturi.app import App
-from venturi.cli import decode_cursor, encode_cursor
 from venturi.dashboard import views
 from venturi.dashboard.cache import SharedCache
 from venturi.dashboard.security import (
@@ -48,7 +47,7 @@ from venturi.errors import (
     VenturiError,
     WorkflowNotFound,
 )
-from venturi.types import Cursor, Priority, Status, Workflow
+from venturi.types import Cursor, Priority, Status, Workflow, decode_cursor, encode_cursor
 
 logger = logging.getLogger(__name__)
 
