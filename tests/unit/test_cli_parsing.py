@@ -14,13 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from venturi.cli import (
-    build_parser,
-    format_age,
-    format_table,
-    main,
-    parse_duration,
-)
+from venturi.cli import build_parser, main
+from venturi.cli.common import format_age, format_table, parse_duration
 from venturi.types import Cursor, decode_cursor, encode_cursor
 
 

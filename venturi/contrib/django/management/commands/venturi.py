@@ -16,7 +16,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from venturi import cli
+from venturi.cli import main
 from venturi.contrib.django import kinds
 
 APP_SPEC = "venturi.contrib.django.state:command_app"
@@ -69,4 +69,4 @@ class Command(BaseCommand):  # type: ignore[misc]
             raise CommandError(f"venturi exited with status {status}", returncode=status)
 
     def run(self, argv: list[str]) -> int:
-        return cli.main(cli_argv(argv))
+        return main(cli_argv(argv))

@@ -1,0 +1,328 @@
+"""The long-running commands: ``worker``, ``beat``, ``dashboard``, ``metrics``, ``embedded``.
+
+Each ``add_*`` function adds one top-level command to the tree and points it
+at its handler; ``venturi.cli`` calls them in the order ``venturi --help``
+lists the commands. The optional extras (the dashboard, Prometheus) are
+imported only by the command that needs them, and a missing one is a usage
+error that names the extra to install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import threading
+from contextlib import closing
+from typing import TYPE_CHECKING, Any
+
+from venturi.cli.common import (
+    EXIT_NOT_RUNNING,
+    EXIT_OK,
+    Commands,
+    UsageError,
+    add_command,
+    add_log_options,
+    duration_argument,
+    logger,
+    open_app,
+    port_argument,
+    positive_int_argument,
+    seconds_argument,
+    write_lines,
+)
+
+if TYPE_CHECKING:
+    from venturi.app import App
+
+__all__ = [
+    "DASHBOARD_TOKEN_ENV",
+    "add_beat",
+    "add_dashboard",
+    "add_embedded",
+    "add_metrics",
+    "add_worker",
+]
+
+DASHBOARD_TOKEN_ENV = "VENTURI_DASHBOARD_TOKEN"
+
+
+# -------------------------------------------------------------------- worker
+
+
+def add_worker(commands: Commands) -> None:
+    worker = add_command(commands, "worker", "run a worker until SIGTERM/SIGINT", _cmd_worker)
+    add_log_options(worker)
+    worker.add_argument(
+        "--concurrency",
+        type=positive_int_argument,
+        default=8,
+        metavar="N",
+        help="handler threads (default: 8)",
+    )
+    worker.add_argument(
+        "--async-concurrency",
+        type=positive_int_argument,
+        default=None,
+        metavar="N",
+        help="async handlers running at once on the worker's event loop (default: 100)",
+    )
+    worker.add_argument(
+        "--kinds",
+        type=_kinds_argument,
+        default=None,
+        metavar="A,B",
+        help="serve only these kinds (default: every task of the App)",
+    )
+    worker.add_argument(
+        "--grace",
+        type=seconds_argument,
+        default=30.0,
+        metavar="SECONDS",
+        help="on shutdown, how long running handlers may finish (default: 30)",
+    )
+    worker.add_argument(
+        "--retention",
+        type=duration_argument,
+        default=None,
+        metavar="DURATION",
+        help="delete terminal jobs finished longer ago than this, e.g. 7d (default: keep all)",
+    )
+    worker.add_argument(
+        "--prefetch",
+        type=_prefetch_argument,
+        default=None,
+        metavar="N",
+        help="most claimed jobs held for busy handlers, only while jobs are short "
+        "(default: 256, at most 1000; 0: claim only for free handlers)",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=port_argument,
+        default=None,
+        metavar="N",
+        help="serve this worker's run metrics on http://0.0.0.0:N/metrics "
+        "(needs venturi[prometheus]; queue gauges: `venturi metrics`)",
+    )
+
+
+def _kinds_argument(text: str) -> list[str]:
+    kinds = [kind.strip() for kind in text.split(",") if kind.strip()]
+    if not kinds:
+        raise argparse.ArgumentTypeError(f"invalid kinds {text!r}: give a comma-separated list")
+    return kinds
+
+
+def _prefetch_argument(text: str) -> int:
+    from venturi.worker import MAX_PREFETCH
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_PREFETCH:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: must be 0 or a positive integer up to {MAX_PREFETCH}"
+        )
+    return value
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from venturi.worker import Worker
+
+    with closing(open_app(args)) as app:
+        if not app.tasks():
+            raise UsageError("no tasks to run: pass --app module:attribute to load your tasks")
+        if args.metrics_port is not None:
+            _serve_run_metrics(app, args.metrics_port)
+        Worker(
+            app,
+            concurrency=args.concurrency,
+            **(
+                {"async_concurrency": args.async_concurrency}
+                if args.async_concurrency is not None
+                else {}
+            ),
+            kinds=args.kinds,
+            grace=args.grace,
+            retention=args.retention,
+            prefetch=args.prefetch,
+        ).run()
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- beat
+
+
+def add_beat(commands: Commands) -> None:
+    beat = add_command(
+        commands, "beat", "run the periodic scheduler (one active per prefix)", _cmd_beat
+    )
+    add_log_options(beat)
+
+
+def _cmd_beat(args: argparse.Namespace) -> int:
+    from venturi.beat import Beat
+
+    with closing(open_app(args)) as app:
+        if not app.schedules():
+            raise UsageError("no schedules to run: pass --app module:attribute to load your tasks")
+        Beat(app).run()
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------ embedded
+
+
+def add_embedded(commands: Commands) -> None:
+    embedded = add_command(commands, "embedded", "the embedded server used without a URL", None)
+    acts = embedded.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add_command(acts, "status", "is it running? exit 0 if so, 3 if not", _cmd_embedded_status)
+    add_command(acts, "stop", "stop it: it outlives the programs using it", _cmd_embedded_stop)
+
+
+def _cmd_embedded_status(args: argparse.Namespace) -> int:
+    from venturi.postgres.embedded import embedded_status
+
+    server = embedded_status()
+    if not server.running:
+        write_lines([f"embedded server not running (data {server.data_directory})"])
+        return EXIT_NOT_RUNNING
+    write_lines(
+        [
+            f"embedded server running: pid {server.pid}, port {server.port}, "
+            f"PostgreSQL {server.version}, url {server.url}, data {server.data_directory}"
+        ]
+    )
+    return EXIT_OK
+
+
+def _cmd_embedded_stop(args: argparse.Namespace) -> int:
+    from venturi.postgres.embedded import embedded_directory, stop_embedded_server
+
+    server = stop_embedded_server()
+    if server is None:
+        write_lines(
+            [f"embedded server not running, nothing to stop (data {embedded_directory()})"]
+        )
+    else:
+        write_lines([f"embedded server stopped: pid {server.pid} (data {server.data_directory})"])
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------- dashboard
+
+
+def add_dashboard(commands: Commands) -> None:
+    dashboard = add_command(
+        commands, "dashboard", "serve the web dashboard (loopback only by default)", _cmd_dashboard
+    )
+    dashboard.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)"
+    )
+    dashboard.add_argument(
+        "--port", type=positive_int_argument, default=8080, help="port (default: 8080)"
+    )
+    access = dashboard.add_mutually_exclusive_group()
+    access.add_argument(
+        "--token",
+        metavar="T",
+        help=f"token that allows changes (default: ${DASHBOARD_TOKEN_ENV}, else a random one, "
+        "printed at start)",
+    )
+    access.add_argument("--read-only", action="store_true", help="show everything, allow no change")
+
+
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the web dashboard (the ``dashboard`` extra) until SIGINT/SIGTERM."""
+    try:
+        import uvicorn
+
+        from venturi.dashboard import create_app
+    except ImportError as exc:
+        raise UsageError(
+            f"the dashboard needs its extra: pip install 'venturi[dashboard]' ({exc})"
+        ) from None
+    token = None if args.read_only else args.token or os.environ.get(DASHBOARD_TOKEN_ENV)
+    with closing(open_app(args)) as app:
+        if not args.read_only and token is None:
+            token = secrets.token_urlsafe(24)
+            write_lines([f"dashboard token (sign in with it to make changes): {token}"])
+        asgi = create_app(app, token=token, read_only=args.read_only)
+        mode = "read-only" if args.read_only else "changes need the token"
+        write_lines([f"venturi dashboard on http://{args.host}:{args.port}/ ({mode})"])
+        # uvicorn stops on SIGINT/SIGTERM, then re-raises the signal to the handler
+        # it found: a no-op one makes a requested stop exit 0, as `worker` does.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: None)
+        uvicorn.run(asgi, host=args.host, port=args.port, log_level="warning")
+    return EXIT_OK
+
+
+# -- metrics (venturi[prometheus], ADR 0127) ------------------------------------------
+
+
+def add_metrics(commands: Commands) -> None:
+    parser = add_command(
+        commands, "metrics", "serve the queue gauges to Prometheus (/metrics)", _cmd_metrics
+    )
+    add_log_options(parser)
+    parser.add_argument(
+        "--port", type=port_argument, default=9464, metavar="N", help="default: 9464"
+    )
+    parser.add_argument(
+        "--host", default="0.0.0.0", metavar="HOST", help="address to bind (default: 0.0.0.0)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=seconds_argument,
+        default=15.0,
+        metavar="SECONDS",
+        help="read the queue's stats at most this often, however often it is scraped (default: 15)",
+    )
+
+
+def _prometheus() -> Any:
+    try:
+        import prometheus_client
+    except ImportError:
+        raise UsageError(
+            "metrics need prometheus-client: pip install 'venturi[prometheus]'"
+        ) from None
+    return prometheus_client
+
+
+def _serve_run_metrics(app: App, port: int) -> None:
+    prometheus_client = _prometheus()
+    from venturi.contrib.prometheus import RunMetrics
+
+    RunMetrics(app)
+    prometheus_client.start_http_server(port)
+    logger.info("serving run metrics on port %d (/metrics)", port)
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    prometheus_client = _prometheus()
+    from venturi.contrib.prometheus import QueueMetrics
+
+    stop = threading.Event()
+    with closing(open_app(args)) as app:
+        app.check_schema()
+        registry = prometheus_client.CollectorRegistry()
+        QueueMetrics(app, min_interval=args.interval, registry=registry)
+        server, thread = prometheus_client.start_http_server(
+            args.port, addr=args.host, registry=registry
+        )
+        logger.info(
+            "serving queue metrics of prefix %s on %s:%d (/metrics)",
+            app.prefix,
+            args.host,
+            args.port,
+        )
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        stop.wait()
+        server.shutdown()
+        thread.join()
+    return EXIT_OK
