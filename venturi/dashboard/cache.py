@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+__all__ = ["MAX_ENTRIES", "SharedCache"]
+
 T = TypeVar("T")
 
 #: Distinct reads kept at once; past this the oldest is dropped (filters come from URLs).

@@ -19,6 +19,18 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "COOKIE",
+    "HEADERS",
+    "Authorize",
+    "SecurityHeaders",
+    "Session",
+    "Signer",
+    "is_same_origin",
+    "is_token",
+]
+
 COOKIE = "venturi_dashboard"
 
 #: Scripts and styles only from the dashboard's own files; nothing inline, no frames.

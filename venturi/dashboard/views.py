@@ -26,6 +26,35 @@ from venturi.types import (
     WorkflowStep,
 )
 
+__all__ = [
+    "CHART_MINUTES",
+    "MAX_PARENTS_SHOWN",
+    "MAX_RESULT_SHOWN",
+    "MAX_STEPS_IN_PANEL",
+    "MAX_STEPS_SHOWN",
+    "MAX_TRACEBACK_SHOWN",
+    "Bar",
+    "BeatRow",
+    "Chart",
+    "KindRow",
+    "ResultPanel",
+    "StepRow",
+    "WorkerRow",
+    "beat_row",
+    "bounded_steps",
+    "bounded_traceback",
+    "chart",
+    "format_age",
+    "format_json",
+    "format_time",
+    "kind_rows",
+    "result_panel",
+    "state_counts",
+    "step_rows",
+    "totals",
+    "worker_rows",
+]
+
 #: The chart's span: this minute and the 59 before it.
 CHART_MINUTES = 60
 #: Characters of one traceback a page shows at most. Workers bound what they store
