@@ -66,7 +66,7 @@ def test_the_workflows_page_lists_the_newest_first_with_steps_by_state(
 
 
 def test_the_workflows_page_pages_with_the_before_id(client: TestClient, flow_tasks) -> None:
-    from venturi.dashboard.web import WORKFLOW_PAGE_SIZE
+    from venturi.dashboard.pages import WORKFLOW_PAGE_SIZE
 
     add = flow_tasks["add"]
     refs = [chain(add.s(i, 1), add.s(1)).delay() for i in range(WORKFLOW_PAGE_SIZE + 3)]
