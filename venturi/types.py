@@ -4,66 +4,29 @@ Everything here is a frozen dataclass or an enum whose values spell the
 database's strings exactly, so no layer passes dict rows around (STYLE R10).
 JSON that crosses the boundary towards the database travels already encoded
 (``str``), because encoding is where bad input is refused (serialization.py);
-JSON coming back is decoded by the adapter.
+JSON coming back is decoded by the adapter. ``Cursor`` and its text form are
+defined in ``venturi.cursor`` and listed here with the rest.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import IntEnum, StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from venturi.cursor import Cursor, decode_cursor, encode_cursor
 from venturi.errors import ConfigurationError
 
 __all__ = [
-    "AppliedMigration",
-    "Claim",
-    "ClaimFloor",
-    "ClaimedJob",
-    "Cursor",
-    "Finished",
-    "JobDetail",
-    "JobRef",
-    "JobRow",
-    "JobSummary",
-    "JournalEntry",
-    "KindLimits",
-    "KindStats",
-    "Leader",
-    "LimitedClaim",
-    "MergeAction",
-    "MergeDecision",
-    "MergeResolver",
-    "MinuteCounts",
-    "NewEdge",
-    "NewJob",
-    "NewStep",
-    "NewWorkflow",
-    "Outcome",
-    "OutcomeKind",
-    "Page",
-    "Priority",
-    "RateLimit",
-    "Renewal",
-    "ResultSource",
-    "Stats",
-    "Status",
-    "StepState",
-    "StoredResult",
-    "SummaryPage",
-    "Throughput",
-    "WorkerInfo",
-    "WorkerRegistration",
-    "Workflow",
-    "WorkflowStep",
-    "WorkflowSummary",
-    "decode_cursor",
-    "encode_cursor",
+    "AppliedMigration", "Claim", "ClaimFloor", "ClaimedJob", "Cursor", "Finished", "JobDetail",
+    "JobRef", "JobRow", "JobSummary", "JournalEntry", "KindLimits", "KindStats", "Leader",
+    "LimitedClaim", "MergeAction", "MergeDecision", "MergeResolver", "MinuteCounts", "NewEdge",
+    "NewJob", "NewStep", "NewWorkflow", "Outcome", "OutcomeKind", "Page", "Priority", "RateLimit",
+    "Renewal", "ResultSource", "Stats", "Status", "StepState", "StoredResult", "SummaryPage",
+    "Throughput", "WorkerInfo", "WorkerRegistration", "Workflow", "WorkflowStep",
+    "WorkflowSummary", "decode_cursor", "encode_cursor",
 ]
 
 
@@ -330,44 +293,6 @@ class JobDetail:
 
     job: JobRow
     journal: tuple[JournalEntry, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    """Keyset position in the newest-first listing: the last row's ``(created_at, id)``."""
-
-    created_at: datetime
-    id: str
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-_CURSOR = re.compile(r"(?P<micros>-?[0-9]+)\.(?P<id>[^\x00-\x1f]+)")
-
-
-def encode_cursor(cursor: Cursor) -> str:
-    """The opaque text form of a listing position, safe in a shell and a URL.
-
-    It packs the row's ``created_at`` (whole microseconds since the epoch, the
-    database's own precision) and its id; users only copy it back.
-    """
-    micros = (cursor.created_at - _EPOCH) // _MICROSECOND
-    raw = f"{micros}.{cursor.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def decode_cursor(text: str) -> Cursor:
-    """Inverse of ``encode_cursor``; raises ``ValueError`` for anything it did not make."""
-    invalid = ValueError(f"invalid cursor {text!r}: pass a cursor printed by 'venturi jobs list'")
-    try:
-        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
-        match = _CURSOR.fullmatch(raw.decode())
-        if match is None:
-            raise invalid
-        created_at = _EPOCH + int(match["micros"]) * _MICROSECOND
-    except (binascii.Error, UnicodeDecodeError, OverflowError):
-        raise invalid from None
-    return Cursor(created_at=created_at, id=match["id"])
 
 
 @dataclass(frozen=True, slots=True)

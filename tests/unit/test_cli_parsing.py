@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from venturi.cli import build_parser, main
 from venturi.cli.common import format_age, format_table, parse_duration
-from venturi.types import Cursor, decode_cursor, encode_cursor
+from venturi.cursor import Cursor, decode_cursor, encode_cursor
 
 
 def single_error_line(captured: pytest.CaptureResult[str]) -> str:

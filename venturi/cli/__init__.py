@@ -1,12 +1,13 @@
 """The ``venturi`` command line: operate a queue from a shell or a script.
 
-Subcommands: ``migrate``, ``worker``, ``beat``, ``jobs list|show|retry|cancel``,
-``cleanup``, ``stats`` and ``workers``. Each takes ``--app module:attribute``
+Subcommands: ``migrate``, ``worker``, ``beat``, ``jobs list|show|retry|cancel|add``,
+``cleanup``, ``embedded status|stop``, ``stats``, ``dashboard``, ``workers``,
+``metrics`` and ``workflows show``. Each takes ``--app module:attribute``
 (the user's App; importing its module registers its tasks), ``--database-url`` and
 ``--prefix`` (which override the App's own settings), before or after the
 subcommand name. Without ``--app`` the App is built from the options, then
 ``$VENTURI_DATABASE_URL`` / ``$VENTURI_PREFIX``, enough for everything but
-``worker`` and ``beat``.
+``worker``, ``beat`` and ``jobs add``.
 
 Results go to stdout, as aligned tables or, with ``--json``, as one JSON
 document (datetimes ISO 8601 in UTC, durations in seconds). Any failure is one

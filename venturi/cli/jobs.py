@@ -1,9 +1,9 @@
-"""``venturi jobs list|show|retry|cancel|add``: inspect and act on single jobs.
+"""``venturi jobs list|show|retry|cancel|add``: inspect and act on jobs.
 
-``list`` pages newest first with an opaque cursor (its text form is
-``venturi.types.encode_cursor``); ``retry`` and ``cancel`` act on one job by
-id or, with ``--kind``/``--note``, on every matching job once ``--yes`` says
-so; ``add`` enqueues one job of a kind the App's tasks declare.
+``list`` pages newest first with an opaque cursor (``venturi.cursor``);
+``retry`` and ``cancel`` act on one job by id or, with ``--kind``/``--note``,
+on every matching job once ``--yes`` says so; ``add`` enqueues one job of a
+kind the App's tasks declare.
 """
 
 from __future__ import annotations
@@ -34,17 +34,9 @@ from venturi.cli.common import (
     write_json,
     write_lines,
 )
+from venturi.cursor import Cursor, decode_cursor, encode_cursor
 from venturi.errors import EnqueueError
-from venturi.types import (
-    Cursor,
-    JobDetail,
-    JobRow,
-    JournalEntry,
-    Priority,
-    Status,
-    decode_cursor,
-    encode_cursor,
-)
+from venturi.types import JobDetail, JobRow, JournalEntry, Priority, Status
 
 __all__ = ["add_jobs"]
 
@@ -59,7 +51,7 @@ def add_jobs(commands: Commands) -> None:
     """``venturi jobs`` and its actions, in the order ``venturi jobs --help`` lists them."""
     jobs = add_command(commands, "jobs", "inspect and act on jobs", None)
     actions = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
-    _add_list(actions)
+    _add_jobs_list(actions)
     show = add_command(actions, "show", "a job and its timeline", _cmd_jobs_show)
     show.add_argument("id", metavar="ID", help="the job id")
     add_json_option(show)
@@ -78,13 +70,13 @@ def add_jobs(commands: Commands) -> None:
         )
         sub.add_argument("--yes", action="store_true", help="apply a bulk change (else: count)")
         add_json_option(sub)
-    _add_add(actions)
+    _add_jobs_add(actions)
 
 
 # ---------------------------------------------------------------------- list
 
 
-def _add_list(actions: Commands) -> None:
+def _add_jobs_list(actions: Commands) -> None:
     listing = add_command(actions, "list", "list jobs, newest first", _cmd_jobs_list)
     listing.add_argument(
         "--status", choices=[s.value for s in Status], help="only jobs in this status"
@@ -370,7 +362,7 @@ def _bulk_change(args: argparse.Namespace, action: str) -> int:
 # ----------------------------------------------------------------------- add
 
 
-def _add_add(actions: Commands) -> None:
+def _add_jobs_add(actions: Commands) -> None:
     sub = add_command(
         actions,
         "add",

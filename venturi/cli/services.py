@@ -1,4 +1,4 @@
-"""The long-running commands: ``worker``, ``beat``, ``dashboard``, ``metrics``, ``embedded``.
+"""The service commands: ``worker``, ``beat``, ``dashboard``, ``metrics``, the ``embedded`` server.
 
 Each ``add_*`` function adds one top-level command to the tree and points it
 at its handler; ``venturi.cli`` calls them in the order ``venturi --help``

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
+from venturi.cursor import Cursor, decode_cursor, encode_cursor
 from venturi.dashboard.board import Dashboard, board_of
 from venturi.dashboard.views import (
     CHART_MINUTES,
@@ -32,7 +33,7 @@ from venturi.dashboard.views import (
     worker_rows,
 )
 from venturi.errors import InvalidArgument, JobNotFound, WorkflowNotFound
-from venturi.types import Cursor, Status, Workflow, decode_cursor, encode_cursor
+from venturi.types import Status, Workflow
 
 __all__ = [
     "PAGE_SIZE",
