@@ -16,11 +16,10 @@ from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from venturi.backend import Backend
-from venturi.beat import ROLE as BEAT_ROLE
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound, WorkflowNotFound
 from venturi.events import Events
-from venturi.naming import DEFAULT_PREFIX, Prefix
+from venturi.naming import BEAT_ROLE, DEFAULT_PREFIX, Prefix
 from venturi.options import TaskOptions, validate_age_after
 from venturi.registry import Registry, default_registry, set_current_app
 from venturi.results import DEFAULT_RESULT_MAX_BYTES, status_of, wait_for_result
@@ -42,6 +41,8 @@ from venturi.types import (
     Workflow,
     WorkflowSummary,
 )
+
+__all__ = ["App"]
 
 logger = logging.getLogger(__name__)
 

@@ -39,6 +39,7 @@ from venturi.errors import (
     JobNotFound,
 )
 from venturi.events import BeatTicked
+from venturi.naming import BEAT_ROLE as ROLE
 from venturi.runtime.service import ServiceThread, check_at_start, run_until_signalled
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
 from venturi.serialization import decode_json
@@ -47,10 +48,9 @@ from venturi.types import JobRef, JobRow, NewJob
 if TYPE_CHECKING:
     from venturi.app import App
 
-logger = logging.getLogger(__name__)
+__all__ = ["ROLE", "Beat"]
 
-#: The leadership role, one holder per prefix.
-ROLE = "beat"
+logger = logging.getLogger(__name__)
 
 
 class Beat:

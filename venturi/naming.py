@@ -1,4 +1,4 @@
-"""The prefix (ADR 6): validated once, then the only thing spliced into SQL.
+"""Names: the prefix (ADR 6), the only thing spliced into SQL, and the leadership roles.
 
 The prefix is substituted into SQL text (table, index, constraint and history
 names cannot be bind parameters), so this check is a security boundary: a
@@ -8,6 +8,10 @@ ever substituted.
 A product concept, not an adapter detail: ``App`` parses the prefix in its
 constructor, before any backend exists, and importing this module pulls in
 no driver (ADR 8).
+
+A leadership role names one lock per prefix (``Prefix.lock_name``): the
+service holding it is the one active instance of its prefix. The roles live
+here, below the services and the ``App`` that reads who holds them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import re
 from dataclasses import dataclass
 
 from venturi.errors import InvalidPrefix
+
+__all__ = ["BEAT_ROLE", "DEFAULT_PREFIX", "DERIVED_SUFFIXES", "MAX_PREFIX_LENGTH", "Prefix"]
 
 #: The prefix of an App (and an adapter) not told otherwise.
 DEFAULT_PREFIX = "venturi"
@@ -59,6 +65,10 @@ DERIVED_SUFFIXES = (
     "_edges_child",
 )
 MAX_PREFIX_LENGTH = _IDENTIFIER_LIMIT - max(len(s) for s in DERIVED_SUFFIXES)
+
+#: The leadership role of ``Beat``, one holder per prefix: Beat takes it, and
+#: ``App.active_beat`` reads who holds it (ADR 0131).
+BEAT_ROLE = "beat"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,23 +5,30 @@ registers in ``default_registry``, shared by every App of the process, and
 enqueues through the *current* App, the most recently created one that did not
 opt out, as Celery's ``shared_task`` does with ``current_app``.
 
-This module never imports ``venturi.app`` (which imports it): an App is seen
-through the small ``AppLike`` protocol.
+This module sits below ``venturi.task`` and ``venturi.app`` (both import it)
+and imports neither: a task is seen through the small ``Registrable``
+protocol, an App through ``AppLike``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from venturi.backend import Backend
 from venturi.errors import DuplicateKind, NoCurrentApp
 
-if TYPE_CHECKING:
-    from venturi.task import Task
+__all__ = [
+    "AppLike",
+    "Registrable",
+    "Registry",
+    "current_app",
+    "default_registry",
+    "set_current_app",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -33,25 +40,40 @@ class AppLike(Protocol):
     def backend(self) -> Backend: ...
 
 
+class Registrable(Protocol):
+    """What a registry needs of a task (``venturi.task.Task`` is one): its kind, and
+    its handler (the same handler again is a reload, another one a clash of kinds)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def fn(self) -> Callable[..., object]: ...
+
+
 class Registry:
     """Tasks by kind. Registration is thread-safe; reads see an immutable view.
 
     Re-registering the *same* function (same module and qualified name, e.g.
     after a module is re-imported or reloaded) replaces the task silently; a
     different function under an existing kind raises ``DuplicateKind``.
+
+    The tasks are ``venturi.task.Task`` objects (``TaskDecorator`` registers
+    them); ``tasks`` hands them out as ``Any`` because this module cannot name
+    ``Task`` without an import circle, and ``App.tasks()`` types them again.
     """
 
     def __init__(self) -> None:
-        self._tasks: dict[str, Task[Any, Any]] = {}
-        self._view: Mapping[str, Task[Any, Any]] = MappingProxyType(self._tasks)
+        self._tasks: dict[str, Any] = {}
+        self._view: Mapping[str, Any] = MappingProxyType(self._tasks)
         self._lock = threading.Lock()
 
     @property
-    def tasks(self) -> Mapping[str, Task[Any, Any]]:
+    def tasks(self) -> Mapping[str, Any]:
         """A read-only, live view of kind -> task."""
         return self._view
 
-    def register(self, task: Task[Any, Any]) -> None:
+    def register(self, task: Registrable) -> None:
         with self._lock:
             existing = self._tasks.get(task.kind)
             if existing is not None and _identity(existing.fn) != _identity(task.fn):

@@ -59,20 +59,14 @@ from venturi.types import (
     Priority,
     ResultSource,
 )
-from venturi.workflows import Signature
+from venturi.workflows import Enqueuer, Signature
+
+__all__ = ["EagerHook", "Task", "TaskDecorator", "eager_session", "task"]
 
 logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class Enqueuer(Protocol):
-    """Where a task's enqueues go: its App's backend, or an eager session."""
-
-    def enqueue(
-        self, jobs: Sequence[NewJob], *, connection: object | None = None
-    ) -> list[JobRef]: ...
 
 
 class EagerHook(Enqueuer, Protocol):
@@ -170,7 +164,7 @@ class Task(Generic[P, R]):
         job = self.new_job(
             args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
         )
-        return self._with_source(self._write([job], connection))[0]
+        return self.with_source(self._write([job], connection))[0]
 
     def delay_many(
         self,
@@ -192,7 +186,7 @@ class Task(Generic[P, R]):
         refs: list[JobRef] = []
         for batch in self._batches(items, batch_size):
             refs.extend(self._write(batch, connection))
-        return self._with_source(refs)
+        return self.with_source(refs)
 
     def _batches(
         self, items: Iterable[Mapping[str, Any] | Sequence[Any]], batch_size: int
@@ -237,8 +231,10 @@ class Task(Generic[P, R]):
         app = self._app if self._app is not None else current_app(self.kind)
         return eager if eager.app is app else None
 
-    def _enqueuer(self) -> Enqueuer:
-        """The backend, unless an eager session of this task's App is active here."""
+    def enqueuer(self) -> Enqueuer:
+        """Where this task's enqueues go now: an eager session of its App when one is
+        active here (ADR 0120), else the App's backend. Part of the ``TaskLike`` seam
+        (``venturi.workflows``): a group or workflow enqueues through it."""
         eager = self._eager()
         return eager if eager is not None else self._backend()
 
@@ -264,8 +260,8 @@ class Task(Generic[P, R]):
         """Every sync enqueue: to the enqueuer, told to the App's events when observed."""
         events = self._events()
         if events is None or not events.active:
-            return self._enqueuer().enqueue(jobs, connection=connection)
-        enqueuer = self._enqueuer()
+            return self.enqueuer().enqueue(jobs, connection=connection)
+        enqueuer = self.enqueuer()
         return events.enqueue(jobs, lambda batch: enqueuer.enqueue(batch, connection=connection))
 
     def _events(self) -> Events | None:
@@ -274,9 +270,10 @@ class Task(Generic[P, R]):
         events: Events | None = getattr(app, "events", None)
         return events
 
-    def _with_source(self, refs: list[JobRef]) -> list[JobRef]:
+    def with_source(self, refs: list[JobRef]) -> list[JobRef]:
         """The refs, able to wait for their results through this task's App (ADR 0124),
-        unless their enqueuer gave them a source already (an eager session)."""
+        unless their enqueuer gave them a source already (an eager session). Part of
+        the ``TaskLike`` seam (``venturi.workflows``)."""
         app = self._app if self._app is not None else current_app(self.kind)
         if not _is_result_source(app):
             return refs
@@ -380,7 +377,7 @@ class Task(Generic[P, R]):
         job = self.new_job(
             args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
         )
-        return self._with_source(await self._aenqueue([job], connection))[0]
+        return self.with_source(await self._aenqueue([job], connection))[0]
 
     async def adelay_many(
         self,
@@ -394,7 +391,7 @@ class Task(Generic[P, R]):
         refs: list[JobRef] = []
         for batch in self._batches(items, batch_size):
             refs.extend(await self._aenqueue(batch, connection))
-        return self._with_source(refs)
+        return self.with_source(refs)
 
     # -- signatures (SPEC 5.4) --------------------------------------------------------
 
@@ -432,8 +429,8 @@ class Task(Generic[P, R]):
         return delay
 
 
-#: ``isinstance(app, ResultSource)`` per App class: the Protocol check alone cost
-#: about 5 us of every ``.delay()`` (bench/README.md, "Enqueue path").
+#: ``isinstance(app, ResultSource)`` per App class: a runtime Protocol check is a
+#: visible share of every ``.delay()`` (bench/README.md, "Enqueue path").
 _RESULT_SOURCE_CLASSES: dict[type, bool] = {}
 
 

@@ -18,6 +18,10 @@ step gets its job id, its position, its parents (edges) and the parameter
 that will receive their results, and is checked whole against its handler
 (a chain step with a placeholder for the parent's result). The backend writes
 it in one transaction; from then on each finish hands results on (ADR 0125).
+
+This module sits below ``venturi.task`` (whose ``s``/``si`` build signatures)
+and never imports it: a signature sees its task through ``TaskLike``, the
+seam ``Task`` implements.
 """
 
 from __future__ import annotations
@@ -25,14 +29,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ulid import ULID
 
+from venturi.binding import Binding
 from venturi.errors import ArgumentsMismatch, ConfigurationError
+from venturi.options import TaskOptions
 from venturi.serialization import encode_json
 from venturi.types import (
     JobRef,
@@ -43,15 +49,71 @@ from venturi.types import (
     ResultSource,
 )
 
-if TYPE_CHECKING:
-    from venturi.task import Enqueuer, Task
+__all__ = [
+    "Canvas",
+    "Chain",
+    "Chord",
+    "Enqueuer",
+    "Group",
+    "GroupRef",
+    "Signature",
+    "TaskLike",
+    "WorkflowRef",
+    "WorkflowWriter",
+    "chain",
+    "chord",
+    "group",
+]
+
+
+class Enqueuer(Protocol):
+    """Where a task's enqueues go: its App's backend, or an eager session."""
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], *, connection: object | None = None
+    ) -> list[JobRef]: ...
+
+
+class TaskLike(Protocol):
+    """What a signature needs of its task: the seam ``venturi.task.Task`` implements.
+
+    Besides the task's kind, handler, binding and options, and its own
+    ``new_job`` and ``apply_async``: ``enqueuer()``, where its enqueues go
+    now (an eager session of its App when one is active here, else the App's
+    backend), and ``with_source(refs)``, the refs able to wait for their
+    results through its App.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+
+    @property
+    def binding(self) -> Binding[Any]: ...
+
+    @property
+    def options(self) -> TaskOptions: ...
+
+    def new_job(
+        self, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+    ) -> NewJob: ...
+
+    def apply_async(
+        self, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+    ) -> JobRef: ...
+
+    def enqueuer(self) -> Enqueuer: ...
+
+    def with_source(self, refs: list[JobRef]) -> list[JobRef]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Signature:
     """One deferred call of ``task``; build it with ``task.s`` / ``task.si``."""
 
-    task: Task[Any, Any]
+    task: TaskLike
     args: tuple[Any, ...]
     kwargs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     immutable: bool = False
@@ -59,7 +121,7 @@ class Signature:
     @classmethod
     def build(
         cls,
-        task: Task[Any, Any],
+        task: TaskLike,
         args: Sequence[Any],
         kwargs: Mapping[str, Any],
         *,
@@ -121,7 +183,7 @@ class Group:
         enqueuer = _one_enqueuer(signatures)
         jobs = [m.new_job() for m in signatures]  # each checked whole before anything is written
         refs = enqueuer.enqueue(jobs)
-        return GroupRef(tuple(signatures[0].task._with_source(refs)))
+        return GroupRef(tuple(signatures[0].task.with_source(refs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,15 +351,15 @@ def _enqueue_workflow(canvas: Canvas) -> WorkflowRef:
     if isinstance(enqueuer, ResultSource):
         refs = [JobRef(i, source=enqueuer) for i in outputs]
     else:
-        refs = tasks[0].task._with_source(refs)
+        refs = tasks[0].task.with_source(refs)
     return WorkflowRef(workflow.id, tuple(refs), is_list)
 
 
 def _one_enqueuer(signatures: Sequence[Signature]) -> Enqueuer:
-    enqueuers = {id(m.task._enqueuer()) for m in signatures}
+    enqueuers = {id(m.task.enqueuer()) for m in signatures}
     if len(enqueuers) > 1:
         raise ConfigurationError("the steps of a group or workflow must enqueue through one App")
-    return signatures[0].task._enqueuer()
+    return signatures[0].task.enqueuer()
 
 
 class _Compiler:
@@ -394,7 +456,7 @@ def _step_job(sig: Signature, receives: bool, as_list: bool) -> tuple[NewJob, st
     return NewJob(str(ULID()), task.kind, payload, priority=task.options.priority), name
 
 
-def _bind_partial(task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+def _bind_partial(task: TaskLike, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     parameters = list(inspect.signature(task.fn).parameters.values())
     if task.binding.takes_context:
         parameters = parameters[1:]

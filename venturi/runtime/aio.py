@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+__all__ = ["EventLoopThread"]
+
 logger = logging.getLogger(__name__)
 
 #: How often the lag monitor wakes on the loop, and the watchdog looks at it.

@@ -21,6 +21,8 @@ from venturi.types import KindLimits
 if TYPE_CHECKING:
     from venturi.task import Task
 
+__all__ = ["ClaimPlan", "ClaimRequest"]
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimRequest:

@@ -17,6 +17,8 @@ from venturi.runtime.leases import LeaseKeeper
 from venturi.runtime.service import ServiceThread
 from venturi.types import OutcomeKind
 
+__all__ = ["Committer"]
+
 logger = logging.getLogger(__name__)
 
 #: Outcomes per ``finish`` round trip at most.

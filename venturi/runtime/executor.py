@@ -83,6 +83,19 @@ from venturi.types import ClaimedJob, Finished, Outcome, OutcomeKind
 if TYPE_CHECKING:
     from venturi.task import Task
 
+__all__ = [
+    "CANCELLED_NOTE",
+    "MAX_TRACEBACK_CHARS",
+    "TIME_LIMIT_NOTE",
+    "Execution",
+    "aexecute",
+    "cancelled_by_worker",
+    "execute",
+    "record",
+    "refuse_inside_event_loop",
+    "time_limit_exceeded",
+]
+
 logger = logging.getLogger(__name__)
 #: One line per run end; its own logger so that it can be silenced (or kept) apart
 #: from the worker's lifecycle lines.
@@ -319,8 +332,8 @@ def _with_json(outcome: Outcome, task: Task[Any, Any], job: ClaimedJob, ctx: Con
     already ``dead``: then the bad attachment is dropped and the note says so.
     A run that sets no attachment and leaves an empty carry empty changes
     neither column, so its outcome goes as it is: most runs encode nothing and
-    copy no outcome here (the copy and the encoding were 12% of a drained
-    no-op job's worker time; bench/README.md).
+    copy no outcome here (the copy and the encoding were a visible share of a
+    drained no-op job's worker time; bench/README.md).
     """
     if not ctx.has_attachment and (
         outcome.kind is OutcomeKind.DEAD or (ctx.carry is None and job.carry is None)

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 
 from venturi.types import ClaimedJob, ClaimFloor
 
+__all__ = ["MAX_TRUST", "ClaimFloors"]
+
 #: The default ``refresh``: how long floors are trusted after a cheap walk.
 DEFAULT_REFRESH = 0.1
 #: A walk at least this long (seconds) is expensive: short claims keep floors.

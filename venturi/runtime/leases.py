@@ -28,6 +28,8 @@ from venturi.events import Events, JobsRecovered
 from venturi.options import DEFAULT_LEASE, DEFAULT_MAX_FAILURES
 from venturi.types import Claim, ClaimedJob
 
+__all__ = ["MAX_RECOVERY_INTERVAL", "LeaseKeeper"]
+
 logger = logging.getLogger(__name__)
 
 #: Rows recovered per sweep round trip; a full batch sweeps again at once.

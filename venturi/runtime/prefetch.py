@@ -12,9 +12,11 @@ Pure bookkeeping, no clock and no threads: the worker feeds it busy times
 
 from __future__ import annotations
 
-#: The default ``limit``. Measured on a c=8 no-op drain: 256 drains as fast as
-#: 512, while 512-row claim and finish batches grew a worker's RSS by about 8 MiB
-#: over 200k jobs (allocator fragmentation, not Python objects) against 1 MiB.
+__all__ = ["DEFAULT_PREFETCH", "Prefetch"]
+
+#: The default ``limit``: drains as fast as 512, while 512-row claim and finish
+#: batches grew a worker's memory (allocator fragmentation, not Python objects);
+#: bench/README.md, "Default prefetch 256, not 512".
 DEFAULT_PREFETCH = 256
 #: The default ``horizon``: a held job is expected to start within this many seconds.
 DEFAULT_HORIZON = 0.1

@@ -14,6 +14,8 @@ from datetime import timedelta
 
 from venturi.backend import Backend
 
+__all__ = ["ROLE", "Pruner"]
+
 logger = logging.getLogger(__name__)
 
 ROLE = "pruner"

@@ -33,6 +33,8 @@ from venturi.backend import Backend
 from venturi.errors import VenturiError
 from venturi.types import WorkerRegistration
 
+__all__ = ["Registration"]
+
 logger = logging.getLogger(__name__)
 
 #: Other workers' expired entries one heartbeat deletes at most.

@@ -26,6 +26,8 @@ from venturi.types import ClaimedJob, ClaimFloor
 if TYPE_CHECKING:
     from venturi.task import Task
 
+__all__ = ["Ran", "Runner", "worker_id"]
+
 logger = logging.getLogger(__name__)
 
 #: Most jobs per kind one aging step promotes.

@@ -11,7 +11,7 @@ silently would leave jobs claimed until their leases lapse.
 
 A *permanent* error is not retried: ``DatabaseRefused`` (no such database,
 login refused) and ``SchemaMissing`` (the prefix is not migrated) would fail
-the same way every 80 ms forever. The loop logs it once, as an ERROR without a
+the same way at every retry, forever. The loop logs it once, as an ERROR without a
 traceback, and ends; under ``run_until_signalled`` the whole service then
 stops and ``run()`` raises that error, so ``venturi worker`` exits with it as
 one line (ADR 0118).
@@ -33,6 +33,8 @@ from types import FrameType
 from typing import Any, Protocol
 
 from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
+
+__all__ = ["Backoff", "Part", "ServiceThread", "check_at_start", "run_until_signalled"]
 
 logger = logging.getLogger(__name__)
 
