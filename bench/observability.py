@@ -65,7 +65,7 @@ def idle_cost(calls: int) -> dict[str, float]:
     def idle(n: int) -> None: ...
 
     sink = NullEnqueuer()
-    idle._enqueuer = lambda: sink  # type: ignore[method-assign]
+    idle.enqueuer = lambda: sink  # type: ignore[method-assign]
     assert not app.events.active
     items = [[n] for n in range(calls)]
     best_path = best_direct = float("inf")
