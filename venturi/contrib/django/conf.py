@@ -32,6 +32,17 @@ from venturi import App, Task
 from venturi.backend import Backend
 from venturi.schedule import Schedule
 
+__all__ = [
+    "DEFAULT_DATABASE",
+    "CommandApp",
+    "DjangoApp",
+    "VenturiSettings",
+    "alias_url",
+    "build_app",
+    "build_command_app",
+    "is_connection_string",
+]
+
 DEFAULT_DATABASE = "default"
 _KNOWN_KEYS = frozenset(
     {
@@ -44,6 +55,7 @@ _KNOWN_KEYS = frozenset(
         "DASHBOARD_CHANGES",
     }
 )
+
 #: Connection parameters Django passes to psycopg.connect that are not libpq keywords.
 _NOT_LIBPQ = frozenset({"context", "cursor_factory", "prepare_threshold", "autocommit"})
 
