@@ -17,14 +17,13 @@ The worker's threads start with the server and stop with it:
 On SIGTERM uvicorn finishes its requests, then the lifespan stops the worker:
 running jobs get ``GRACE`` seconds, the others go back to ``pending``
 (``released``) for the next worker. The database is $VENTURI_DATABASE_URL,
-else the embedded server (``venturi[embedded]``).
+else the embedded server (``venturi[embedded]``); the application's own
+connections go to the one the App resolved, ``app.database_url``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import os
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,7 +35,6 @@ from fastapi import FastAPI, HTTPException
 import venturi
 from venturi.contrib.asgi import worker_lifespan
 from venturi.errors import JobNotFound
-from venturi.postgres.embedded import embedded_database_url
 
 #: Seconds running jobs get to finish at shutdown (short, for the demo and its test).
 GRACE = 3.0
@@ -52,15 +50,9 @@ CREATE TABLE IF NOT EXISTS example_orders (
 """
 
 
-@functools.cache
-def database_url() -> str:
-    """The database the App uses, for the application's own connections."""
-    return os.environ.get("VENTURI_DATABASE_URL") or embedded_database_url()
-
-
 @app.task(kind="orders.confirm")
 def confirm_order(order_id: int) -> str:
-    with psycopg.connect(database_url(), autocommit=True) as conn:
+    with psycopg.connect(app.database_url, autocommit=True) as conn:
         conn.execute("UPDATE example_orders SET confirmed_at = now() WHERE id = %s", (order_id,))
     return f"order {order_id} confirmed"
 
@@ -73,7 +65,7 @@ def nap(seconds: float) -> str:
 
 def prepare() -> None:
     app.migrate()
-    with psycopg.connect(database_url(), autocommit=True) as conn:
+    with psycopg.connect(app.database_url, autocommit=True) as conn:
         conn.execute(ORDERS_TABLE)
 
 
@@ -93,7 +85,7 @@ async def health() -> dict[str, str]:
 
 @api.post("/orders", status_code=201)
 async def create_order(item: str = "something") -> dict[str, Any]:
-    async with await psycopg.AsyncConnection.connect(database_url()) as conn:
+    async with await psycopg.AsyncConnection.connect(app.database_url) as conn:
         cursor = await conn.execute(
             "INSERT INTO example_orders (item) VALUES (%s) RETURNING id", (item,)
         )

@@ -16,13 +16,12 @@ enqueues a job that sleeps (to watch a graceful stop release it).
 (started at its first request) and stops them at exit and on SIGTERM: running
 jobs get ``GRACE`` seconds, the others go back to ``pending`` (``released``).
 The database is $VENTURI_DATABASE_URL, else the embedded server
-(``venturi[embedded]``).
+(``venturi[embedded]``); the application's own connections go to the one the
+App resolved, ``app.database_url``.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import threading
 from typing import Any
 
@@ -32,7 +31,6 @@ from flask import Flask, Response, g, request
 import venturi
 from venturi.contrib import flask as venturi_flask
 from venturi.errors import JobNotFound
-from venturi.postgres.embedded import embedded_database_url
 
 #: Seconds running jobs get to finish at shutdown (short, for the demo and its test).
 GRACE = 3.0
@@ -48,15 +46,9 @@ CREATE TABLE IF NOT EXISTS example_orders (
 """
 
 
-@functools.cache
-def database_url() -> str:
-    """The database the App uses, for the application's own connections."""
-    return os.environ.get("VENTURI_DATABASE_URL") or embedded_database_url()
-
-
 @app.task(kind="orders.confirm")
 def confirm_order(order_id: int) -> str:
-    with psycopg.connect(database_url(), autocommit=True) as conn:
+    with psycopg.connect(app.database_url, autocommit=True) as conn:
         conn.execute("UPDATE example_orders SET confirmed_at = now() WHERE id = %s", (order_id,))
     return f"order {order_id} confirmed"
 
@@ -70,14 +62,14 @@ def nap(seconds: float) -> str:
 def request_db() -> psycopg.Connection[Any]:
     """The request's connection, opened on first use; one transaction per request."""
     if "db" not in g:
-        g.db = psycopg.connect(database_url())
+        g.db = psycopg.connect(app.database_url)
     conn: psycopg.Connection[Any] = g.db
     return conn
 
 
 def create_app() -> Flask:
     app.migrate()
-    with psycopg.connect(database_url(), autocommit=True) as conn:
+    with psycopg.connect(app.database_url, autocommit=True) as conn:
         conn.execute(ORDERS_TABLE)
     web = Flask(__name__)
     venturi_flask.init_app(web, app, connection=request_db, grace=GRACE, concurrency=4)

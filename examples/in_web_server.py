@@ -13,16 +13,16 @@ its own process (``venturi worker --app examples.in_web_server:app``).
 
 Only the standard library's ``wsgiref`` serves HTTP here; any WSGI or ASGI
 server does the same in its startup and shutdown hooks. The database is
-$VENTURI_DATABASE_URL, else the embedded server (``venturi[embedded]``).
+$VENTURI_DATABASE_URL, else the embedded server (``venturi[embedded]``); the
+application's own connections go to the one the App resolved,
+``app.database_url``.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
-import os
 import threading
 import time
 import urllib.request
@@ -34,7 +34,6 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 import psycopg
 
 import venturi
-from venturi.postgres.embedded import embedded_database_url
 
 app = venturi.App()
 
@@ -47,15 +46,9 @@ CREATE TABLE IF NOT EXISTS example_orders (
 """
 
 
-@functools.cache
-def database_url() -> str:
-    """The database the App uses, for the application's own connections."""
-    return os.environ.get("VENTURI_DATABASE_URL") or embedded_database_url()
-
-
 @app.task(kind="orders.confirm")
 def confirm_order(order_id: int) -> str:
-    with psycopg.connect(database_url(), autocommit=True) as conn:
+    with psycopg.connect(app.database_url, autocommit=True) as conn:
         conn.execute("UPDATE example_orders SET confirmed_at = now() WHERE id = %s", (order_id,))
     return f"order {order_id} confirmed"
 
@@ -69,7 +62,7 @@ def application(environ: dict[str, Any], start_response: StartResponse) -> Itera
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"try POST /orders?item=book\n"]
     item = parse_qs(environ.get("QUERY_STRING", "")).get("item", ["something"])[0]
-    with psycopg.connect(database_url()) as conn, conn.transaction():
+    with psycopg.connect(app.database_url) as conn, conn.transaction():
         row = conn.execute(
             "INSERT INTO example_orders (item) VALUES (%s) RETURNING id", (item,)
         ).fetchone()
@@ -83,7 +76,7 @@ def application(environ: dict[str, Any], start_response: StartResponse) -> Itera
 
 def prepare() -> None:
     app.migrate()
-    with psycopg.connect(database_url(), autocommit=True) as conn:
+    with psycopg.connect(app.database_url, autocommit=True) as conn:
         conn.execute(ORDERS_TABLE)
 
 
@@ -128,7 +121,7 @@ def self_test() -> int:
     finally:
         worker.stop(grace=5)
     detail = app.job(created["job_id"])
-    with psycopg.connect(database_url()) as conn:
+    with psycopg.connect(app.database_url) as conn:
         row = conn.execute(
             "SELECT confirmed_at IS NOT NULL FROM example_orders WHERE id = %s",
             (created["order_id"],),

@@ -125,7 +125,9 @@ class App:
         self.prefix = Prefix.parse(prefix).value
         self.result_max_bytes = result_max_bytes
         self.age_after = validate_age_after(age_after)
-        self.database_url = database_url
+        #: The URL given, then the one resolved (``database_url``).
+        self._database_url = database_url
+        self._database_url_lock = threading.Lock()
         self.direct_url = direct_url
         self.transaction_pooling = transaction_pooling
         self.registry = Registry()
@@ -158,11 +160,39 @@ class App:
         if prefix is not None:
             self.prefix = Prefix.parse(prefix).value
         if database_url is not None:
-            self.database_url = database_url
+            self._database_url = database_url
         if direct_url is not None:
             self.direct_url = direct_url
         if transaction_pooling is not None:
             self.transaction_pooling = transaction_pooling
+
+    @property
+    def database_url(self) -> str:
+        """The libpq URL this App connects to; read-only (``override`` changes it while
+        the backend does not exist yet).
+
+        The URL given (``App(database_url)``, ``override``), else
+        ``$VENTURI_DATABASE_URL``, else the embedded server's. The first read (or the
+        backend's first use) resolves it, and later reads and the backend use that
+        one: with neither a URL nor the variable, that first read starts (or joins)
+        the embedded server (the ``embedded`` extra), as the backend's first use
+        would. An App built with ``backend=`` and no URL has none: reading it raises
+        ``ConfigurationError``.
+        """
+        url = self._database_url
+        if not url:
+            with self._database_url_lock:
+                url = self._database_url
+                if not url:
+                    if self._backend is not None:
+                        raise ConfigurationError(
+                            "this App was built with backend= and no database_url: it has no URL"
+                        )
+                    from venturi.postgres.embedded import embedded_database_url
+
+                    url = os.environ.get(DATABASE_URL_ENV) or embedded_database_url()
+                    self._database_url = url
+        return url
 
     @property
     def backend(self) -> Backend:
@@ -175,9 +205,8 @@ class App:
 
     def _build_backend(self) -> Backend:
         from venturi.postgres import PostgresBackend
-        from venturi.postgres.embedded import embedded_database_url
 
-        url = self.database_url or os.environ.get(DATABASE_URL_ENV) or embedded_database_url()
+        url = self.database_url
         direct_url = self.direct_url or os.environ.get(DIRECT_DATABASE_URL_ENV) or None
         pooling = self.transaction_pooling
         if pooling is None and os.environ.get(TRANSACTION_POOLING_ENV):

@@ -35,8 +35,8 @@ from support import migrated_prefix
 
 from venturi.naming import Prefix
 from venturi.postgres.backend import claim_input, finish_input
-from venturi.postgres.connections import configure_claim_session
 from venturi.postgres.queries import Queries
+from venturi.postgres.sessions import configure_claim_session
 from venturi.types import Claim, ClaimFloor, Finished, Outcome, OutcomeKind
 
 JOBS = 100_000

@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from venturi.errors import BackendUnavailable
-from venturi.postgres.connections import ReplyWatchdog, connect
+from venturi.postgres.sessions import connect
+from venturi.postgres.watchdog import ReplyWatchdog
 
 TIMEOUT = 0.5
 

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from venturi.postgres.connections import (
+from venturi.postgres.leadership import (
     MAX_APPLICATION_NAME,
     leader_of_session,
     leader_session_name,

@@ -1,5 +1,15 @@
-"""Integrations with web frameworks; each module imports only venturi's public API.
+"""Integrations with web frameworks and observability tools, each imported on its own.
 
 - ``venturi.contrib.asgi``: a lifespan for Starlette / FastAPI (no dependency);
-- ``venturi.contrib.flask``: ``init_app`` for Flask (the ``venturi[flask]`` extra).
+- ``venturi.contrib.flask``: ``init_app`` for Flask (the ``venturi[flask]`` extra);
+- ``venturi.contrib.django``: a ``django.tasks`` backend, ``manage.py venturi``
+  and the dashboard under a URL (ADR 0130);
+- ``venturi.contrib.otel`` and ``venturi.contrib.prometheus``: traces and metrics
+  from the App's events;
+- ``venturi.contrib.server_worker``: a worker inside a web server process,
+  shared by the Flask and Django integrations.
+
+Each module takes from the rest of venturi only names its modules declare public.
 """
+
+__all__: list[str] = []

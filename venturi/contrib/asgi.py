@@ -32,6 +32,8 @@ from typing import Any
 
 from venturi import App, Worker
 
+__all__ = ["Lifespan", "WorkerLifespan", "worker_lifespan"]
+
 logger = logging.getLogger(__name__)
 
 #: What Starlette and FastAPI accept as ``lifespan=``: called with the ASGI app.

@@ -33,6 +33,16 @@ from venturi import App, JobRef, Task, Worker
 from venturi.contrib.server_worker import ServerWorker
 from venturi.errors import ConfigurationError
 
+__all__ = [
+    "EXTENSION",
+    "VenturiFlask",
+    "apply_async",
+    "delay",
+    "delay_many",
+    "extension",
+    "init_app",
+]
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

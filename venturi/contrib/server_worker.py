@@ -26,6 +26,8 @@ from typing import Any
 
 from venturi import App, Worker
 
+__all__ = ["ServerWorker"]
+
 logger = logging.getLogger(__name__)
 
 

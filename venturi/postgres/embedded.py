@@ -35,6 +35,16 @@ import psycopg
 
 from venturi.errors import EmbeddedUnavailable
 
+__all__ = [
+    "EMBEDDED_DIR_ENV",
+    "SERVER_USER",
+    "EmbeddedServer",
+    "embedded_database_url",
+    "embedded_directory",
+    "embedded_status",
+    "stop_embedded_server",
+]
+
 logger = logging.getLogger(__name__)
 
 EMBEDDED_DIR_ENV = "VENTURI_EMBEDDED_DIR"

@@ -25,6 +25,8 @@ from venturi.errors import ChecksumMismatch, DatabaseAhead, MigrationError
 from venturi.naming import Prefix
 from venturi.types import AppliedMigration
 
+__all__ = ["MigrationFile", "Migrator", "load_migrations", "migrations_directory"]
+
 logger = logging.getLogger(__name__)
 
 # The history table is the runner's own, so its SQL lives here rather than in queries.sql.

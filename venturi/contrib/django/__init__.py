@@ -13,18 +13,9 @@ threads in the web process (docs/adr/0130-django.md, README "Django").
 
 from __future__ import annotations
 
-from venturi.contrib.django.backend import VenturiBackend, enqueue_on_commit
+from venturi.contrib.django.backend import VenturiBackend, connection, enqueue_on_commit
 from venturi.contrib.django.results import WorkerLost
 from venturi.contrib.django.retries import retry
 from venturi.contrib.django.state import get_app
 
 __all__ = ["VenturiBackend", "WorkerLost", "connection", "enqueue_on_commit", "get_app", "retry"]
-
-
-def connection() -> object | None:
-    """Django's own psycopg connection of ``VENTURI["DATABASE"]`` (None for a URL), for
-    ``task.apply_async(..., connection=venturi_django.connection())`` of plain
-    venturi tasks inside ``transaction.atomic()``."""
-    from venturi.contrib.django.backend import django_connection
-
-    return django_connection()

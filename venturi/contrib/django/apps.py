@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
+__all__ = ["VenturiConfig"]
+
 
 class VenturiConfig(AppConfig):  # type: ignore[misc]
     name = "venturi.contrib.django"
@@ -14,11 +16,12 @@ class VenturiConfig(AppConfig):  # type: ignore[misc]
     def ready(self) -> None:
         """Build the App (the current App of ``@venturi.task`` functions), import every
         installed app's ``tasks`` module, and arm the in-server worker if configured."""
-        from venturi.contrib.django import server, state
+        from venturi.contrib.django.server import arm
+        from venturi.contrib.django.state import get_app, get_settings
 
-        config = state.get_settings()
-        state.get_app()
+        config = get_settings()
+        get_app()
         if config.autodiscover:
             autodiscover_modules("tasks")
         if config.worker_in_server is not None:
-            server.arm(config.worker_in_server, config.grace)
+            arm(config.worker_in_server, config.grace)

@@ -31,14 +31,27 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 from django.utils import timezone
 
-from venturi.contrib.django import compat, kinds, state
+from venturi import Context
+from venturi.contrib.django.compat import (
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    set_field,
+    task_enqueued,
+)
+from venturi.contrib.django.conf import DjangoApp
+from venturi.contrib.django.execution import arun_attempt, run_attempt
+from venturi.contrib.django.kinds import queue_kind, tier
 from venturi.contrib.django.results import is_django_job, to_task_result
-from venturi.contrib.django.retries import RetryPolicy
+from venturi.contrib.django.retries import BACKSTOP, RetryPolicy
+from venturi.contrib.django.state import QueueBackend, get_app, get_settings, queue_task
 from venturi.errors import JobNotFound
 from venturi.types import Status
 
+__all__ = ["VenturiBackend", "arun_task", "connection", "enqueue_on_commit", "run_task"]
 
-class VenturiBackend(compat.BaseTaskBackend):  # type: ignore[misc]
+
+class VenturiBackend(QueueBackend):
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -53,16 +66,30 @@ class VenturiBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             )
         self.retry_policy = RetryPolicy.from_options(self.options)
 
+    def register_queues(self, app: DjangoApp) -> None:
+        """Each queue's two kinds (``kinds.py``), handled by ``run_task`` and ``arun_task``
+        with this backend's retries and lease."""
+        options: dict[str, Any] = {"max_failures": BACKSTOP}
+        if self.retry_policy.backoff is not None:
+            options["backoff"] = self.retry_policy.delay
+        if "LEASE" in self.options:
+            options["lease"] = self.options["LEASE"]
+        for queue in sorted(self.queues):
+            for is_async, handler in ((False, run_task), (True, arun_task)):
+                kind = queue_kind(queue, is_async=is_async)
+                if kind not in app.registry.tasks:
+                    app.task(kind=kind, **options)(handler)
+
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
-        app = state.get_app()
+        app = get_app()
         run_after = task.run_after
         if run_after is not None and timezone.is_naive(run_after):
             run_after = timezone.make_aware(run_after)
-        result = compat.TaskResult(
+        result = TaskResult(
             task=task,
             id="",
-            status=compat.TaskResultStatus.READY,
+            status=TaskResultStatus.READY,
             enqueued_at=None,
             started_at=None,
             last_attempted_at=None,
@@ -73,7 +100,7 @@ class VenturiBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             errors=[],
             worker_ids=[],
         )
-        kind = kinds.queue_kind(task.queue_name, is_async=iscoroutinefunction(task.func))
+        kind = queue_kind(task.queue_name, is_async=iscoroutinefunction(task.func))
         payload = {
             "task": task.module_path,
             "args": result.args,
@@ -83,32 +110,70 @@ class VenturiBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             "backend": self.alias,
             "run_after": run_after.isoformat() if run_after is not None else None,
         }
-        ref = state.queue_task(app, kind).apply_async(
+        ref = queue_task(app, kind).apply_async(
             kwargs=payload,
             eta=run_after,
-            priority=kinds.tier(task.priority),
-            connection=django_connection(),
+            priority=tier(task.priority),
+            connection=connection(),
         )
-        compat.set_field(result, "id", ref.id)
-        compat.set_field(result, "enqueued_at", timezone.now())
-        compat.task_enqueued.send(sender=type(self), task_result=result)
+        set_field(result, "id", ref.id)
+        set_field(result, "enqueued_at", timezone.now())
+        task_enqueued.send(sender=type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> Any:
-        app = state.get_app()
+        app = get_app()
         try:
             detail = app.job(result_id)
         except JobNotFound:
-            raise compat.TaskResultDoesNotExist(result_id) from None
+            raise TaskResultDoesNotExist(result_id) from None
         if not is_django_job(detail):
-            raise compat.TaskResultDoesNotExist(result_id)
+            raise TaskResultDoesNotExist(result_id)
         value = app.result(detail.job.id) if detail.job.status is Status.COMPLETED else None
         return to_task_result(detail, value)
 
 
-def django_connection() -> object | None:
-    """The raw psycopg 3 connection of the ``VENTURI["DATABASE"]`` alias; None for a URL."""
-    config = state.get_settings()
+def run_task(
+    ctx: Context,
+    *,
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    priority: int,
+    queue_name: str,
+    backend: str,
+    run_after: str | None = None,
+) -> Any:
+    """The handler of ``django:<queue>``: one attempt of a plain-function task (``execution.py``).
+
+    The parameters are the payload ``VenturiBackend.enqueue`` writes, so that
+    venturi checks a stored job against them before the run; the run itself
+    reads the call from the ``TaskResult`` (the same payload, read back).
+    """
+    return run_attempt(ctx, sender=VenturiBackend)
+
+
+async def arun_task(
+    ctx: Context,
+    *,
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    priority: int,
+    queue_name: str,
+    backend: str,
+    run_after: str | None = None,
+) -> Any:
+    """The handler of ``django:<queue>:async``: one attempt of a coroutine task."""
+    return await arun_attempt(ctx, sender=VenturiBackend)
+
+
+def connection() -> object | None:
+    """Django's own psycopg 3 connection of the ``VENTURI["DATABASE"]`` alias (None for
+    a URL): ``enqueue`` writes on it, and so does
+    ``task.apply_async(..., connection=venturi_django.connection())`` of plain
+    venturi tasks inside ``transaction.atomic()``."""
+    config = get_settings()
     if config.is_url:
         return None
     wrapper = connections[config.database]

@@ -29,8 +29,18 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from venturi import App, Task
-from venturi.backend import Backend
 from venturi.schedule import Schedule
+
+__all__ = [
+    "DEFAULT_DATABASE",
+    "CommandApp",
+    "DjangoApp",
+    "VenturiSettings",
+    "alias_url",
+    "build_app",
+    "build_command_app",
+    "is_connection_string",
+]
 
 DEFAULT_DATABASE = "default"
 _KNOWN_KEYS = frozenset(
@@ -44,6 +54,7 @@ _KNOWN_KEYS = frozenset(
         "DASHBOARD_CHANGES",
     }
 )
+
 #: Connection parameters Django passes to psycopg.connect that are not libpq keywords.
 _NOT_LIBPQ = frozenset({"context", "cursor_factory", "prepare_threshold", "autocommit"})
 
@@ -136,15 +147,26 @@ class DjangoApp(App):
     def __init__(self, resolve_url: Callable[[], str], **options: Any) -> None:
         super().__init__(None, **options)
         self._resolve_url = resolve_url
+        self._url: str | None = None
         self._resolve_lock = threading.Lock()
 
     @property
-    def backend(self) -> Backend:
-        if self.database_url is None:
+    def database_url(self) -> str:
+        """The URL given to ``override``, else the one Django's settings give at the
+        first read (the backend's first use reads it)."""
+        url = self._url
+        if not url:
             with self._resolve_lock:
-                if self.database_url is None:
-                    self.override(database_url=self._resolve_url())
-        return super().backend
+                url = self._url
+                if not url:
+                    url = self._url = self._resolve_url()
+        return url
+
+    def override(self, *, database_url: str | None = None, **others: Any) -> None:
+        """``App.override``; a ``database_url`` given here wins over Django's settings."""
+        super().override(database_url=database_url, **others)
+        if database_url is not None:
+            self._url = database_url
 
 
 class CommandApp(DjangoApp):

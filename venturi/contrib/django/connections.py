@@ -13,6 +13,8 @@ from django.db import close_old_connections
 from venturi import App
 from venturi.events import RunEnded, RunStarted, Subscription
 
+__all__ = ["close_stale_connections"]
+
 
 def _close_in_sync_thread(event: Any) -> None:
     # An async run's events come on its event loop, where Django's connection

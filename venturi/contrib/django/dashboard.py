@@ -32,7 +32,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from venturi.contrib.django import state
+from venturi.contrib.django.state import get_app
+
+__all__ = ["CHANGES", "MAY_CHANGE_HEADER", "dashboard_view", "wsgi_app"]
 
 #: Set by the view, never taken from the client: may this request change things?
 MAY_CHANGE_HEADER = "x-venturi-may-change"
@@ -61,7 +63,7 @@ def wsgi_app() -> Callable[..., Any]:
     """The dashboard of the project's App, built once per App."""
     from venturi.dashboard import create_wsgi_app
 
-    app = state.get_app()
+    app = get_app()
     with _lock:
         if _built.get("app") is not app:
             secret = hmac.new(

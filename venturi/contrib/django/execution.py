@@ -1,4 +1,4 @@
-"""The venturi handlers that run Django tasks (one per kind, ``kinds.py``).
+"""One attempt of a Django task, as the handlers of its kinds run it (``backend.py``).
 
 A run reads its job back (one read of row and journal, the cost a Django
 task pays over a plain venturi task), so that the ``TaskResult`` the signals
@@ -33,9 +33,22 @@ from typing import Any
 from django.utils import timezone
 
 from venturi import Context, Fail, Retry
-from venturi.contrib.django import compat, retries, state
+from venturi.contrib.django.compat import (
+    TaskContext,
+    TaskError,
+    TaskResultStatus,
+    exception_class_path,
+    normalize_json,
+    set_field,
+    task_finished,
+    task_started,
+)
 from venturi.contrib.django.results import run_record, to_task_result
+from venturi.contrib.django.retries import LOST, policy_of
+from venturi.contrib.django.state import get_app
 from venturi.errors import ConfigurationError, describe_exception
+
+__all__ = ["arun_attempt", "run_attempt"]
 
 _ATTEMPT_ENDING_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
 
@@ -43,77 +56,63 @@ _ATTEMPT_ENDING_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
 class _Run:
     """One attempt of one Django task, between its start and its outcome."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, sender: type) -> None:
         if ctx.job_id is None:
             raise ConfigurationError(
                 f"{ctx.kind} runs Django tasks of stored jobs; call the Django task itself instead"
             )
-        detail = state.get_app().job(ctx.job_id)
+        detail = get_app().job(ctx.job_id)
         self.result: Any = to_task_result(detail)
         self.worker_id = detail.job.claimed_by or "unknown"
         self.started_at = timezone.now()
-        compat.set_field(self.result, "status", compat.TaskResultStatus.RUNNING)
-        compat.set_field(self.result, "last_attempted_at", self.started_at)
+        set_field(self.result, "status", TaskResultStatus.RUNNING)
+        set_field(self.result, "last_attempted_at", self.started_at)
         if self.result.started_at is None:
-            compat.set_field(self.result, "started_at", self.started_at)
+            set_field(self.result, "started_at", self.started_at)
         self.ctx = ctx
+        self.sender = sender
         self.task = self.result.task
         self.call_args = list(self.result.args)
         if self.task.takes_context:
-            self.call_args.insert(0, compat.TaskContext(task_result=self.result))
-        compat.task_started.send(sender=state.backend_class(), task_result=self.result)
+            self.call_args.insert(0, TaskContext(task_result=self.result))
+        task_started.send(sender=sender, task_result=self.result)
 
     def succeeded(self, raw: Any) -> Any:
         try:
-            value = compat.normalize_json(raw)
+            value = normalize_json(raw)
         except (TypeError, ValueError) as exc:
             return self.failed(exc, final=True)
-        self._finish(compat.TaskResultStatus.SUCCESSFUL)
-        compat.set_field(self.result, "_return_value", value)
+        self._finish(TaskResultStatus.SUCCESSFUL)
+        set_field(self.result, "_return_value", value)
         self.ctx.set_attachment(run_record(self.worker_id, self.started_at))
-        compat.task_finished.send(sender=state.backend_class(), task_result=self.result)
+        task_finished.send(sender=self.sender, task_result=self.result)
         return value
 
     def failed(self, exc: BaseException, *, final: bool = False) -> Any:
-        error = compat.TaskError(
-            exception_class_path=compat.exception_class_path(exc),
+        error = TaskError(
+            exception_class_path=exception_class_path(exc),
             traceback="".join(traceback.format_exception(exc)),
         )
         self.result.errors.append(error)
         self.ctx.set_attachment(run_record(self.worker_id, self.started_at, error))
-        policy = retries.policy_of(self.task)
-        raised = sum(1 for e in self.result.errors if e.exception_class_path != retries.LOST)
+        policy = policy_of(self.task)
+        raised = sum(1 for e in self.result.errors if e.exception_class_path != LOST)
         if final or raised >= policy.max_attempts:
-            self._finish(compat.TaskResultStatus.FAILED)
-            compat.task_finished.send(sender=state.backend_class(), task_result=self.result)
+            self._finish(TaskResultStatus.FAILED)
+            task_finished.send(sender=self.sender, task_result=self.result)
             raise Fail(describe_exception(exc)) from None
-        compat.set_field(self.result, "status", compat.TaskResultStatus.READY)
+        set_field(self.result, "status", TaskResultStatus.READY)
         delay: timedelta | None = policy.delay(raised)
         raise Retry(describe_exception(exc), delay=delay) from None
 
     def _finish(self, status: Any) -> None:
-        compat.set_field(self.result, "status", status)
-        compat.set_field(self.result, "finished_at", timezone.now())
+        set_field(self.result, "status", status)
+        set_field(self.result, "finished_at", timezone.now())
 
 
-def run_task(
-    ctx: Context,
-    *,
-    task: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    priority: int,
-    queue_name: str,
-    backend: str,
-    run_after: str | None = None,
-) -> Any:
-    """The handler of ``django:<queue>``: one attempt of a plain-function task.
-
-    The parameters are the payload ``VenturiBackend.enqueue`` writes, so that
-    venturi checks a stored job against them before the run; the run itself
-    reads the call from the ``TaskResult`` (the same payload, read back).
-    """
-    run = _Run(ctx)
+def run_attempt(ctx: Context, *, sender: type) -> Any:
+    """One attempt of the plain-function task of ``ctx``'s job; the signals name ``sender``."""
+    run = _Run(ctx, sender)
     try:
         raw = run.task.call(*run.call_args, **run.result.kwargs)
     except _ATTEMPT_ENDING_ERRORS as exc:
@@ -121,19 +120,9 @@ def run_task(
     return run.succeeded(raw)
 
 
-async def arun_task(
-    ctx: Context,
-    *,
-    task: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    priority: int,
-    queue_name: str,
-    backend: str,
-    run_after: str | None = None,
-) -> Any:
-    """The handler of ``django:<queue>:async``: one attempt of a coroutine task."""
-    run = await asyncio.to_thread(_Run, ctx)
+async def arun_attempt(ctx: Context, *, sender: type) -> Any:
+    """One attempt of the coroutine task of ``ctx``'s job; the signals name ``sender``."""
+    run = await asyncio.to_thread(_Run, ctx, sender)
     try:
         raw = await run.task.acall(*run.call_args, **run.result.kwargs)
     except _ATTEMPT_ENDING_ERRORS as exc:

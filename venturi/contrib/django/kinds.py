@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 from venturi import Priority
 
+__all__ = ["ASYNC_SUFFIX", "PREFIX", "is_django_kind", "kinds_of_queues", "queue_kind", "tier"]
+
 PREFIX = "django:"
 ASYNC_SUFFIX = ":async"
 

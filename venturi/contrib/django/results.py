@@ -33,18 +33,36 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from venturi.contrib.django import compat
+from venturi.contrib.django.compat import (
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    set_field,
+)
 from venturi.contrib.django.kinds import is_django_kind
 from venturi.errors import JobFailed
 from venturi.types import JobDetail, JournalEntry, OutcomeKind, Status
 
+__all__ = [
+    "RUN_KEY",
+    "Run",
+    "WorkerLost",
+    "is_django_job",
+    "run_record",
+    "runs",
+    "task_of",
+    "to_task_result",
+]
+
 #: The attachment key of a run's record.
 RUN_KEY = "django"
 _STATUS = {
-    Status.PENDING: compat.TaskResultStatus.READY,
-    Status.CLAIMED: compat.TaskResultStatus.RUNNING,
-    Status.COMPLETED: compat.TaskResultStatus.SUCCESSFUL,
-    Status.DEAD: compat.TaskResultStatus.FAILED,
+    Status.PENDING: TaskResultStatus.READY,
+    Status.CLAIMED: TaskResultStatus.RUNNING,
+    Status.COMPLETED: TaskResultStatus.SUCCESSFUL,
+    Status.DEAD: TaskResultStatus.FAILED,
 }
 _LEASE_NOTE = "lease of "
 _RUN_ENDINGS = frozenset(
@@ -62,7 +80,7 @@ class Run:
 
     worker_id: str | None
     started_at: datetime | None
-    error: Any  # compat.TaskError | None
+    error: Any  # TaskError | None
 
 
 def run_record(worker_id: str, started_at: datetime, error: Any = None) -> dict[str, Any]:
@@ -84,7 +102,7 @@ def _run_of(entry: JournalEntry) -> Run | None:
         return Run(
             worker_id=record.get("worker_id"),
             started_at=datetime.fromisoformat(record["started_at"]),
-            error=compat.TaskError(**error) if error else None,
+            error=TaskError(**error) if error else None,
         )
     note = entry.note or ""
     if entry.outcome not in _RUN_ENDINGS:
@@ -98,9 +116,7 @@ def _run_of(entry: JournalEntry) -> Run | None:
 
 
 def _error(cls: type[BaseException], text: str) -> Any:
-    return compat.TaskError(
-        exception_class_path=f"{cls.__module__}.{cls.__qualname__}", traceback=text
-    )
+    return TaskError(exception_class_path=f"{cls.__module__}.{cls.__qualname__}", traceback=text)
 
 
 def runs(detail: JobDetail) -> list[Run]:
@@ -114,8 +130,8 @@ def is_django_job(detail: JobDetail) -> bool:
 def task_of(payload: dict[str, Any]) -> Any:
     """The Django ``Task`` the job was enqueued from, with its enqueue-time options."""
     found = import_string(payload["task"])
-    if not isinstance(found, compat.Task):
-        raise compat.TaskResultDoesNotExist(f"{payload['task']} is no longer a task")
+    if not isinstance(found, Task):
+        raise TaskResultDoesNotExist(f"{payload['task']} is no longer a task")
     run_after = payload.get("run_after")
     return found.using(
         priority=payload["priority"],
@@ -134,7 +150,7 @@ def to_task_result(detail: JobDetail, return_value: Any = None) -> Any:
     if job.status is Status.CLAIMED and job.claimed_by is not None:
         worker_ids.append(job.claimed_by)
     starts = [run.started_at for run in history if run.started_at is not None]
-    result = compat.TaskResult(
+    result = TaskResult(
         task=task_of(payload),
         id=job.id,
         status=_STATUS[job.status],
@@ -149,5 +165,5 @@ def to_task_result(detail: JobDetail, return_value: Any = None) -> Any:
         worker_ids=worker_ids,
     )
     if job.status is Status.COMPLETED:
-        compat.set_field(result, "_return_value", return_value)
+        set_field(result, "_return_value", return_value)
     return result

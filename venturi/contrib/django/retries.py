@@ -33,6 +33,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from venturi.contrib.django.results import WorkerLost
 
+__all__ = ["BACKSTOP", "LOST", "Backoff", "RetryPolicy", "policy_of", "retry"]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: venturi's ``max_failures`` of the Django kinds: failures of any cause, lost workers included.

@@ -26,8 +26,11 @@ from typing import Any
 
 from django.core.signals import request_started
 
-from venturi.contrib.django import kinds, state
+from venturi.contrib.django.kinds import kinds_of_queues
+from venturi.contrib.django.state import get_app
 from venturi.contrib.server_worker import ServerWorker
+
+__all__ = ["arm", "server_worker"]
 
 _armed: list[ServerWorker] = []
 
@@ -40,9 +43,9 @@ def arm(options: Mapping[str, Any], grace: float) -> ServerWorker:
         if queues is not None:
             worker_options["kinds"] = [
                 *worker_options.get("kinds", ()),
-                *kinds.kinds_of_queues(queues),
+                *kinds_of_queues(queues),
             ]
-        worker = ServerWorker(state.get_app, worker_options, grace)
+        worker = ServerWorker(get_app, worker_options, grace)
         request_started.connect(worker.start_once, dispatch_uid="venturi.server")
         worker.arm()
         _armed.append(worker)

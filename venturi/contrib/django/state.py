@@ -3,6 +3,10 @@
 Built at the first ``get_app()`` (the app config's ``ready`` calls it, so that
 plain ``@venturi.task`` functions enqueue through it); building opens no
 connection. ``reset()`` forgets it, for tests that change the settings.
+
+The kinds are registered by the ``TASKS`` backends that are ``QueueBackend``
+(``VenturiBackend``, ``backend.py``): this module finds them by that class
+and imports none of the modules above it.
 """
 
 from __future__ import annotations
@@ -10,10 +14,33 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from venturi.contrib.django.compat import BaseTaskBackend, task_backends
 from venturi.contrib.django.conf import DjangoApp, VenturiSettings, build_app, build_command_app
 from venturi.contrib.django.connections import close_stale_connections
 
+__all__ = [
+    "QueueBackend",
+    "get_app",
+    "get_settings",
+    "queue_backends",
+    "queue_task",
+    "register_queues",
+    "reset",
+]
+
 _lock = threading.RLock()
+
+
+class QueueBackend(BaseTaskBackend):  # type: ignore[misc]
+    """A ``TASKS`` backend whose queues are kinds of the process's App (``VenturiBackend``;
+    ``get_app`` finds the configured ones by this class)."""
+
+    def register_queues(self, app: DjangoApp) -> None:
+        """Register on ``app`` the kinds of this backend's queues it does not have yet."""
+        raise NotImplementedError
 
 
 class _Process:
@@ -55,20 +82,9 @@ def __getattr__(name: str) -> Any:
 
 
 def register_queues(app: DjangoApp) -> None:
-    from venturi.contrib.django import execution, kinds, retries
-
-    for backend in venturi_backends():
-        backoff = backend.retry_policy.backoff
-        options: dict[str, Any] = {"max_failures": retries.BACKSTOP}
-        if backoff is not None:
-            options["backoff"] = backend.retry_policy.delay
-        if "LEASE" in backend.options:
-            options["lease"] = backend.options["LEASE"]
-        for queue in sorted(backend.queues):
-            for is_async, handler in ((False, execution.run_task), (True, execution.arun_task)):
-                kind = kinds.queue_kind(queue, is_async=is_async)
-                if kind not in app.registry.tasks:
-                    app.task(kind=kind, **options)(handler)
+    """Register the kinds of every configured ``QueueBackend``'s queues on ``app``."""
+    for backend in queue_backends():
+        backend.register_queues(app)
 
 
 def queue_task(app: DjangoApp, kind: str) -> Any:
@@ -81,30 +97,17 @@ def queue_task(app: DjangoApp, kind: str) -> Any:
     return task
 
 
-def venturi_backends() -> list[Any]:
-    """The configured ``TASKS`` backends that are VenturiBackends (others are not built)."""
-    from django.conf import settings
-    from django.utils.module_loading import import_string
-
-    from venturi.contrib.django.backend import VenturiBackend
-    from venturi.contrib.django.compat import task_backends
-
+def queue_backends() -> list[QueueBackend]:
+    """The configured ``TASKS`` backends that are QueueBackends (others are not built)."""
     found = []
     for alias, params in getattr(settings, "TASKS", {}).items():
         try:
             cls = import_string(params["BACKEND"])
         except (ImportError, KeyError):
             continue  # not ours; Django reports it when that backend is used
-        if isinstance(cls, type) and issubclass(cls, VenturiBackend):
+        if isinstance(cls, type) and issubclass(cls, QueueBackend):
             found.append(task_backends[alias])
     return found
-
-
-def backend_class() -> type:
-    """The sender of Django's task signals."""
-    from venturi.contrib.django.backend import VenturiBackend
-
-    return VenturiBackend
 
 
 def reset() -> None:

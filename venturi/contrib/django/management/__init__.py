@@ -1,0 +1,3 @@
+"""Django's management package of the venturi app."""
+
+__all__: list[str] = []

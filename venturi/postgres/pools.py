@@ -1,0 +1,491 @@
+"""The pools the adapter's statements run on: lazy, live sessions only, the last one kept hot.
+
+Pooled sessions run in autocommit and hold no session state (ADR 0100); a
+pool opens on first use and never hands out a session the server ended.
+``Pool`` serves sync callers, ``AsyncPool`` gives each event loop a pool of
+its own (ADR 0122).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Generic, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from venturi.errors import BackendUnavailable
+from venturi.postgres.driver_errors import unavailable
+from venturi.postgres.queries import read_json_with_venturi
+from venturi.postgres.sessions import (
+    SESSIONS_LOGGER,
+    AsyncConnection,
+    Connection,
+    connect,
+    connect_kwargs,
+    has_input,
+)
+
+__all__ = ["HOT_FOR", "AsyncPool", "Pool"]
+
+logger = logging.getLogger(SESSIONS_LOGGER)
+
+C = TypeVar("C", Connection, AsyncConnection)
+T = TypeVar("T")
+
+#: Longest a session stays hot, out of its pool, before it goes back (ADR 0132).
+HOT_FOR = 1.0
+
+
+class _HotSession(Generic[C]):
+    """The last session given back, kept aside for the next checkout (ADR 0132).
+
+    psycopg_pool hands out its idle sessions first in, first out, so once a
+    burst has opened several, one-at-a-time statements rotate through all of
+    them, each server process cold, and the pool's own checkout costs about
+    as much again as the hot path (the figures: bench/README.md). The hot
+    session goes back to the pool when a checkout is waiting for one, and
+    after ``HOT_FOR`` seconds out of it, so the pool's lifetime and idle
+    limits still apply to every session. Bookkeeping only: the sync pool
+    calls it under its lock, the async one from its loop.
+    """
+
+    def __init__(self) -> None:
+        self.hot: C | None = None
+        self._taken_at: dict[C, float] = {}
+        self.waiting = 0
+
+    def take(self) -> C | None:
+        """The hot session, or None, and then the caller is counted as waiting for the pool."""
+        hot, self.hot = self.hot, None
+        if hot is None:
+            self.waiting += 1
+        return hot
+
+    def got(self, conn: C | None) -> None:
+        """The pool's checkout ended (``conn``, or None when it failed)."""
+        self.waiting -= 1
+        if conn is not None:
+            self._taken_at[conn] = time.monotonic()
+
+    def keep(self, conn: C) -> bool:
+        """Keep ``conn`` hot (True), or forget it: the caller returns it to the pool."""
+        if (
+            self.hot is None
+            and not self.waiting
+            and not conn.closed
+            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            and time.monotonic() - self._taken_at.get(conn, 0.0) < HOT_FOR
+        ):
+            self.hot = conn
+            return True
+        self._taken_at.pop(conn, None)
+        return False
+
+    def forget(self, conn: C) -> None:
+        """``conn`` is discarded (its session ended) and goes back to the pool closed."""
+        self._taken_at.pop(conn, None)
+
+    def clear(self) -> C | None:
+        """The hot session, forgotten: the caller returns it before closing the pool."""
+        hot, self.hot = self.hot, None
+        if hot is not None:
+            self._taken_at.pop(hot, None)
+        return hot
+
+
+def _configure(conn: Connection, *, then: Callable[[Connection], None] | None) -> None:
+    read_json_with_venturi(conn)
+    if then is not None:
+        then(conn)
+
+
+class Pool:
+    """A psycopg pool that opens on first use and never hands out a session the server ended.
+
+    Lazy: a process that never claims never opens the claim pool, and an App
+    that is never used opens nothing.
+
+    Live sessions: when the server ends a session that sits idle in the pool
+    (``pg_terminate_backend``, a restart, an idle timeout), the socket gets the
+    server's goodbye and the pool does not notice; the next statement sent on
+    it would fail. Before handing a connection out, one zero-timeout
+    ``select`` looks for unread input, which an idle session never has
+    otherwise: none (the normal case) costs no round trip; some costs one
+    empty query, and a connection that fails it is closed and replaced (the
+    pool reconnects in the background). psycopg_pool's own ``check=`` is not
+    used: it pays a round trip on every checkout, and after a failed check it
+    sleeps about a second before trying the next connection.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        max_size: int,
+        connect_timeout: float,
+        configure: Callable[[Connection], None] | None = None,
+        may_prepare: bool = True,
+    ) -> None:
+        self._url = url
+        self._connect_timeout = connect_timeout
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            kwargs=connect_kwargs(connect_timeout, may_prepare=may_prepare),
+            timeout=connect_timeout,
+            open=False,
+            name=name,
+            configure=functools.partial(_configure, then=configure),
+        )
+        self._is_open = False
+        self._lock = threading.Lock()
+        self._hot: _HotSession[Connection] = _HotSession()
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A live pooled session; ``BackendUnavailable`` (saying why) when none comes in time."""
+        conn = self._take()
+        try:
+            with conn:
+                yield conn
+        finally:
+            self._give_back(conn)
+
+    def run(self, action: Callable[[Connection], T]) -> T:
+        """``action(conn)`` on a live pooled session: ``connection()`` without its
+        generator and ``with conn``, for one-statement calls such as ``.delay()``,
+        whose Python runs with cold caches after each round trip (ADR 0132; the
+        figures: bench/README.md). An autocommit session is idle after
+        any statement; one left in a transaction goes back to the pool, which
+        rolls it back."""
+        conn = self._take()
+        try:
+            return action(conn)
+        finally:
+            self._give_back(conn)
+
+    def _take(self) -> Connection:
+        if not self._is_open:
+            self._pool.open(wait=False)
+            self._is_open = True
+        try:
+            return self._live_connection()
+        except PoolTimeout as exc:
+            raise self._why_unavailable(exc) from exc
+
+    def _give_back(self, conn: Connection) -> None:
+        with self._lock:
+            kept = self._hot.keep(conn)
+        if not kept:
+            self._pool.putconn(conn)
+
+    def _live_connection(self) -> Connection:
+        for _ in range(self._pool.max_size):
+            conn = self._checkout()
+            if _is_live(conn):
+                return conn
+            logger.debug("discarding a pooled connection whose session the server ended")
+            with self._lock:
+                self._hot.forget(conn)
+            conn.close()
+            self._pool.putconn(conn)  # closed: the pool drops it and connects anew
+        return self._checkout()
+
+    def _checkout(self) -> Connection:
+        """The hot session if there is one, else the pool's next (ADR 0132)."""
+        with self._lock:
+            hot = self._hot.take()
+        if hot is not None:
+            return hot
+        conn: Connection | None = None
+        try:
+            conn = self._pool.getconn()
+        finally:
+            with self._lock:
+                self._hot.got(conn)
+        return conn
+
+    def _why_unavailable(self, timeout: PoolTimeout) -> BackendUnavailable:
+        """The pool only says it timed out; one direct attempt says why (refused, no such db)."""
+        try:
+            connect(self._url, self._connect_timeout).close()
+        except psycopg.Error as exc:
+            return unavailable(exc)
+        waited = self._connect_timeout
+        return BackendUnavailable(
+            f"database unavailable: no pooled connection within {waited}s ({timeout})"
+        )
+
+    def close(self) -> None:
+        if self._is_open:
+            with self._lock:
+                hot = self._hot.clear()
+            if hot is not None:
+                self._pool.putconn(hot)
+            self._pool.close()
+            self._is_open = False
+
+
+def _is_live(conn: Connection) -> bool:
+    if conn.closed or conn.broken:
+        return False
+    if not has_input(conn.fileno()):
+        return True
+    try:
+        ConnectionPool.check_connection(conn)
+    except psycopg.Error:
+        return False
+    return True
+
+
+class AsyncPool:
+    """psycopg's ``AsyncConnectionPool``, one per event loop, each opened on first use there.
+
+    An asyncio pool belongs to the loop that opened it (its locks and its
+    background tasks live on that loop), and one process may run several
+    loops: ``asyncio.run`` twice in a script, a loop per test, a framework
+    that runs each async view in a loop of its own. So each loop gets its own
+    pool, made the first time async enqueue runs on it; a process that never
+    enqueues asynchronously opens none. Checkouts get the same live-session
+    check as ``Pool``'s. Closing (ADR 0122): ``aclose`` awaits the pool of the
+    running loop; ``close`` (sync) closes every pool from wherever it is
+    called, and a pool whose loop no longer runs is closed socket by socket,
+    since its own coroutines can no longer run.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        max_size: int,
+        connect_timeout: float,
+        may_prepare: bool = True,
+    ) -> None:
+        self._url = url
+        self._name = name
+        self._max_size = max_size
+        self._connect_timeout = connect_timeout
+        self._may_prepare = may_prepare
+        self._lock = threading.Lock()
+        self._pools: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
+        #: close() called on a running loop schedules the close; kept so it is not collected.
+        self._closing: set[asyncio.Task[None]] = set()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """A live pooled session of this loop's pool; ``BackendUnavailable`` when none comes."""
+        pool, conn = await self._take()
+        try:
+            async with conn:
+                yield conn
+        finally:
+            await pool.give_back(conn)
+
+    async def run(self, action: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """``await action(conn)`` on a live pooled session: ``Pool.run``, awaited."""
+        pool, conn = await self._take()
+        try:
+            return await action(conn)
+        finally:
+            await pool.give_back(conn)
+
+    async def _take(self) -> tuple[_LoopPool, AsyncConnection]:
+        pool = await self._pool_of_running_loop()
+        try:
+            return pool, await pool.live_connection()
+        except PoolTimeout as exc:
+            raise BackendUnavailable(await self._why_unavailable(exc)) from exc
+
+    async def _pool_of_running_loop(self) -> _LoopPool:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            pool = self._pools.get(loop)
+            ended = [p for other, p in self._pools.items() if other.is_closed()]
+            self._pools = {other: p for other, p in self._pools.items() if not other.is_closed()}
+            if pool is None:
+                pool = self._pools[loop] = _LoopPool(
+                    self._url,
+                    name=f"{self._name}-{len(self._pools)}",
+                    max_size=self._max_size,
+                    connect_timeout=self._connect_timeout,
+                    may_prepare=self._may_prepare,
+                )
+        for stale in ended:
+            stale.close_sockets()
+        await pool.open()
+        return pool
+
+    async def _why_unavailable(self, timeout: PoolTimeout) -> str:
+        """As ``Pool._why_unavailable``: one direct attempt says why."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._url, **connect_kwargs(self._connect_timeout)
+            )
+            await conn.close()
+        except psycopg.Error as exc:
+            return f"database unavailable: {str(exc).strip()}"
+        waited = self._connect_timeout
+        return f"database unavailable: no pooled connection within {waited}s ({timeout})"
+
+    async def aclose(self) -> None:
+        """Await the close of the running loop's pool; ``close`` closes the others."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            pool = self._pools.pop(loop, None)
+        if pool is not None:
+            await pool.close()
+
+    def close(self) -> None:
+        """Close every loop's pool from sync code; idempotent, never blocks a running loop.
+
+        A pool whose loop runs in another thread is closed there (waited for, up
+        to the connect timeout); one whose loop runs in this thread is closed by
+        a task on it, which runs as soon as the caller yields to the loop; one
+        whose loop no longer runs has its connections closed directly.
+        """
+        with self._lock:
+            pools, self._pools = self._pools, {}
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, pool in pools.items():
+            if loop.is_closed() or not loop.is_running():
+                pool.close_sockets()
+            elif loop is current:
+                closing = loop.create_task(pool.close())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+            else:
+                future = asyncio.run_coroutine_threadsafe(pool.close(), loop)
+                try:
+                    future.result(timeout=self._connect_timeout + 1)
+                except TimeoutError:
+                    logger.warning("async pool %s did not close in time", pool.pool.name)
+                    pool.close_sockets()
+
+
+class _LoopPool:
+    """One loop's pool, and the sessions it opened (to close them once the loop is gone);
+    the last session given back is kept hot (``_HotSession``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        max_size: int,
+        connect_timeout: float,
+        may_prepare: bool = True,
+    ) -> None:
+        self.sessions: weakref.WeakSet[AsyncConnection] = weakref.WeakSet()
+        # min_size 0: with 1, the first checkout came before the pool's first session
+        # and grew it by a second attempt, which the loop's end could cancel halfway,
+        # leaving a server session that only garbage collection ends.
+        self.pool: AsyncConnectionPool[AsyncConnection] = AsyncConnectionPool(
+            url,
+            min_size=0,
+            max_size=max_size,
+            kwargs=connect_kwargs(connect_timeout, may_prepare=may_prepare),
+            timeout=connect_timeout,
+            open=False,
+            name=name,
+            configure=self._track,
+        )
+        self._close_timeout = connect_timeout
+        self._is_open = False
+        self._guard: asyncio.Task[None] | None = None
+        self._hot: _HotSession[AsyncConnection] = _HotSession()
+
+    async def _track(self, conn: AsyncConnection) -> None:
+        read_json_with_venturi(conn)
+        self.sessions.add(conn)
+
+    async def open(self) -> None:
+        if not self._is_open:
+            await self.pool.open(wait=False)
+            self._is_open = True
+            self._guard = asyncio.get_running_loop().create_task(
+                self._close_at_loop_shutdown(), name=f"{self.pool.name}-shutdown"
+            )
+
+    async def _close_at_loop_shutdown(self) -> None:
+        """Close the pool when the loop's end cancels every task (``asyncio.run``, a test
+        runner). psycopg_pool's connection attempts take a cancellation for a failed
+        connect and schedule another, so a pool still connecting then would leave a
+        task that never ends and the loop's shutdown waiting for it forever; closing
+        the pool stops its workers, that one included."""
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            if not self.pool.closed:
+                await self._close_pool()
+
+    async def close(self) -> None:
+        """Close the pool on its own loop (the running one), and end the shutdown guard."""
+        await self._close_pool()
+        if self._guard is not None:
+            self._guard.cancel()
+
+    async def live_connection(self) -> AsyncConnection:
+        for _ in range(self.pool.max_size):
+            conn = await self._checkout()
+            if await _is_live_async(conn):
+                return conn
+            logger.debug("discarding a pooled connection whose session the server ended")
+            self._hot.forget(conn)
+            await conn.close()
+            await self.pool.putconn(conn)  # closed: the pool drops it and connects anew
+        return await self._checkout()
+
+    async def _checkout(self) -> AsyncConnection:
+        hot = self._hot.take()
+        if hot is not None:
+            return hot
+        conn: AsyncConnection | None = None
+        try:
+            conn = await self.pool.getconn()
+        finally:
+            self._hot.got(conn)
+        return conn
+
+    async def give_back(self, conn: AsyncConnection) -> None:
+        """Keep ``conn`` hot for the next checkout, or return it to the pool."""
+        if not self._hot.keep(conn):
+            await self.pool.putconn(conn)
+
+    async def _close_pool(self) -> None:
+        """Return the hot session, then close the pool (which closes every session)."""
+        hot = self._hot.clear()
+        if hot is not None:
+            await self.pool.putconn(hot)
+        await self.pool.close(timeout=self._close_timeout)
+
+    def close_sockets(self) -> None:
+        """End every session of a pool whose loop is gone; libpq's ``finish`` needs no loop."""
+        for conn in list(self.sessions):
+            if not conn.closed:
+                conn.pgconn.finish()
+
+
+async def _is_live_async(conn: AsyncConnection) -> bool:
+    if conn.closed or conn.broken:
+        return False
+    if not has_input(conn.fileno()):
+        return True
+    try:
+        await AsyncConnectionPool.check_connection(conn)
+    except psycopg.Error:
+        return False
+    return True
