@@ -65,7 +65,8 @@ class Signature:
         *,
         immutable: bool,
     ) -> Signature:
-        """Check the call against ``task``'s handler, and its arguments as strict JSON.
+        """Check the call against ``task``'s handler (and, whole, its values against the
+        annotations), and its arguments as strict JSON.
 
         An immutable signature is a whole call. A mutable one may still receive a
         parent's result first, so here it must fit as a partial call (no unknown
@@ -73,7 +74,7 @@ class Signature:
         placed (a group's member, a chain's step) it is checked whole.
         """
         if immutable:
-            task.binding.bind(args, kwargs)
+            task.binding.check_types(task.binding.bind(args, kwargs))
         else:
             _bind_partial(task, args, kwargs)
         what = f"the arguments of the signature {task.kind}"
