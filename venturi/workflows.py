@@ -47,8 +47,17 @@ if TYPE_CHECKING:
     from venturi.task import Enqueuer, Task
 
 
+class _Chainable:
+    """``a | b`` is ``chain(a, b)``, as in Celery's canvas (a group before a step: a chord)."""
+
+    __slots__ = ()
+
+    def __or__(self, other: Canvas) -> Chain:
+        return chain(self, other)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
-class Signature:
+class Signature(_Chainable):
     """One deferred call of ``task``; build it with ``task.s`` / ``task.si``."""
 
     task: Task[Any, Any]
@@ -100,7 +109,7 @@ class Signature:
 
 
 @dataclass(frozen=True, slots=True)
-class Group:
+class Group(_Chainable):
     """Signatures (or chains, chords) run in parallel: ``group(resize.s(i) for i in ids)``.
 
     Every member is checked as a whole call before anything is written. A group
@@ -177,7 +186,7 @@ def _member(value: object) -> Canvas:
 
 
 @dataclass(frozen=True, slots=True)
-class Chain:
+class Chain(_Chainable):
     """Steps run one after another, each given its predecessor's result first
     (``.si`` steps are not); a group step hands the next one the list of its
     members' results, in order. Build it with ``chain(...)``."""
@@ -189,7 +198,7 @@ class Chain:
 
 
 @dataclass(frozen=True, slots=True)
-class Chord:
+class Chord(_Chainable):
     """``header`` (a group) in parallel, then ``body`` once, given the list of the
     header members' results in order. Build it with ``chord(...)``."""
 
