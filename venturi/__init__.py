@@ -5,7 +5,10 @@ from venturi.backoff import Exponential
 from venturi.beat import Beat
 from venturi.context import Context
 from venturi.errors import (
+    ArgumentsMismatch,
+    ArgumentTypeMismatch,
     Fail,
+    InvalidArgument,
     JobFailed,
     JobNotFound,
     ResultTimeout,
@@ -22,10 +25,13 @@ from venturi.workflows import chain, chord, group
 
 __all__ = [
     "App",
+    "ArgumentTypeMismatch",
+    "ArgumentsMismatch",
     "Beat",
     "Context",
     "Exponential",
     "Fail",
+    "InvalidArgument",
     "JobFailed",
     "JobNotFound",
     "JobRef",

@@ -24,9 +24,15 @@ import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+from venturi.argument_types import Checker, checker_for
 from venturi.context import Context
 from venturi.conversion import Converter, converter_for, resolve_annotations
-from venturi.errors import ArgumentsMismatch, ConfigurationError, InvalidPayload
+from venturi.errors import (
+    ArgumentsMismatch,
+    ArgumentTypeMismatch,
+    ConfigurationError,
+    InvalidPayload,
+)
 from venturi.serialization import encode_json
 
 R = TypeVar("R")
@@ -102,6 +108,7 @@ class Binding(Generic[R]):
             (p.name for p in parameters if p.kind is p.VAR_POSITIONAL), None
         )
         self._converters: dict[str, Converter] | None = None
+        self._checkers: dict[str, tuple[Checker, str, bool]] | None = None
 
     # -- enqueue: call -> payload ----------------------------------------------------
 
@@ -153,8 +160,25 @@ class Binding(Generic[R]):
         return {**self._defaults, **arguments}
 
     def encode_payload(self, arguments: Mapping[str, Any]) -> str:
-        """The payload text of ``arguments`` (from ``bind``); ``InvalidPayload`` if not JSON."""
-        return encode_json(arguments, what=self._what)
+        """The payload text of ``arguments`` (from ``bind``): ``InvalidPayload`` if not
+        JSON, then ``ArgumentTypeMismatch`` if ``check_types`` refuses it."""
+        payload = encode_json(arguments, what=self._what)
+        self.check_types(arguments)
+        return payload
+
+    def check_types(self, arguments: Mapping[str, Any]) -> None:
+        """Raise ``ArgumentTypeMismatch`` for the first of ``arguments`` (named, as from
+        ``bind``) whose value its parameter's annotation does not admit
+        (``venturi.argument_types``); unannotated parameters admit any value, and a
+        parameter whose default is ``None`` admits ``None``."""
+        checkers = self._checkers
+        if checkers is None:
+            checkers = self._checkers = self._build_checkers()
+        for name, (check, expected, takes_none) in checkers.items():
+            if name in arguments:
+                value = arguments[name]
+                if not check(value) and not (takes_none and value is None):
+                    raise ArgumentTypeMismatch(self._kind, name, expected, value)
 
     def encode_combined(self, payload: object) -> str:
         """The payload text of a ``Merge.combine`` result, checked against the signature.
@@ -291,14 +315,28 @@ class Binding(Generic[R]):
 
     def _build_converters(self) -> dict[str, Converter]:
         """Converters for named parameters, resolved on first use (names may be defined later)."""
+        built = {name: converter_for(hint) for name, hint in self._hints().items()}
+        return {name: c for name, c in built.items() if c is not None}
+
+    def _build_checkers(self) -> dict[str, tuple[Checker, str, bool]]:
+        """For each annotated named parameter that not every value fits: its checker, the
+        annotation as shown in errors, and whether its default is ``None``."""
+        built = {}
+        for name, hint in self._hints().items():
+            check = checker_for(hint)
+            if check is not None:
+                shown = inspect.formatannotation(hint)
+                built[name] = (check, shown, self._defaults.get(name, ...) is None)
+        return built
+
+    def _hints(self) -> dict[str, object]:
+        """The named parameters' annotations, string ones evaluated."""
         named = {
             p.name: p.annotation
             for p in self._parameters
             if p.annotation is not p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         }
-        hints = resolve_annotations(self._fn, named)
-        built = {name: converter_for(hint) for name, hint in hints.items()}
-        return {name: c for name, c in built.items() if c is not None}
+        return resolve_annotations(self._fn, named)
 
     def _shown_signature(self) -> str:
         """The signature (without ctx) for messages, string annotations unquoted."""

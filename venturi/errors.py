@@ -11,6 +11,8 @@ The tree::
     │   └── NoCurrentApp          a default-registry task was enqueued before any App existed
     ├── EnqueueError              a call that cannot become a job; nothing was written
     │   ├── ArgumentsMismatch     the call does not fit the handler's signature
+    │   │   └── ArgumentTypeMismatch  a value does not fit its parameter's annotation
+    │   │                             (also an InvalidArgument)
     │   ├── InvalidPayload        a value that is not strict JSON (also carry and attachments)
     │   ├── InvalidPriority       not one of the three tiers (ADR 22)
     │   ├── InvalidDelay          negative countdown, naive eta, both countdown and eta
@@ -128,6 +130,22 @@ class InvalidKind(EnqueueError):
 
 class InvalidArgument(VenturiError, ValueError):
     """An operation's argument is out of range; nothing was read or written."""
+
+
+class ArgumentTypeMismatch(ArgumentsMismatch, InvalidArgument):
+    """An argument's value does not fit its parameter's annotation (SPEC 6.6); nothing
+    was written. ``parameter`` names it; ``kind`` is the task's."""
+
+    def __init__(self, kind: str, parameter: str, expected: str, value: object) -> None:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(
+            f"{kind}: argument {parameter!r} must be {expected}, "
+            f"got {type(value).__qualname__} {shown}"
+        )
+        self.kind = kind
+        self.parameter = parameter
 
 
 class JobNotFound(VenturiError):

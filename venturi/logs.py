@@ -1,8 +1,11 @@
 """Logging set-up for the ``venturi`` command line: text or one JSON object a line.
 
-The library never configures logging (STYLE R13): this module is used by
+The library never configures logging (STYLE R13): ``configure`` is used by
 ``venturi.cli`` only. A program that embeds a Worker configures logging its
-own way, and may reuse ``JsonFormatter`` for it.
+own way, and may reuse ``JsonFormatter`` for it. The one exception is
+``show_in_server``, for the in-server integrations: a web server configures
+its own loggers and none of venturi's, which left the worker's start and stop
+lines unseen; it adds a handler only where no handler would see them.
 
 JSON lines carry ``time`` (ISO 8601, UTC), ``level``, ``logger`` and
 ``message``, then the job fields a record was logged with in ``extra``
@@ -46,6 +49,22 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return orjson.dumps(line, option=orjson.OPT_UTC_Z, default=str).decode()
+
+
+def show_in_server(level: int = logging.INFO) -> None:
+    """Send venturi's records at ``level`` or above to stderr, as ``venturi worker``
+    shows them, when no handler would receive them (nothing on the ``venturi`` logger
+    or above it: uvicorn, werkzeug and Django configure only their own loggers).
+    A program that configured logging, at the root or for ``venturi``, keeps its own
+    set-up untouched. Idempotent."""
+    venturi = logging.getLogger("venturi")
+    if venturi.hasHandlers():
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    venturi.addHandler(handler)
+    if venturi.getEffectiveLevel() > level:
+        venturi.setLevel(level)
 
 
 def configure(level: int | str, log_format: LogFormat = "text") -> None:

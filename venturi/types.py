@@ -151,6 +151,10 @@ class JobRef:
         """``result``, awaited."""
         return await self._source().aresult(self.id, timeout)
 
+    def get(self, timeout: float | None = None) -> Any:
+        """``result`` under Celery's name (``AsyncResult.get``), for code moving over."""
+        return self._source().result(self.id, timeout)
+
     def status(self) -> Status:
         return self._source().status(self.id)
 

@@ -109,8 +109,17 @@ class TaskLike(Protocol):
     def with_source(self, refs: list[JobRef]) -> list[JobRef]: ...
 
 
+class _Chainable:
+    """``a | b`` is ``chain(a, b)``, as in Celery's canvas (a group before a step: a chord)."""
+
+    __slots__ = ()
+
+    def __or__(self, other: Canvas) -> Chain:
+        return chain(self, other)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
-class Signature:
+class Signature(_Chainable):
     """One deferred call of ``task``; build it with ``task.s`` / ``task.si``."""
 
     task: TaskLike
@@ -127,7 +136,8 @@ class Signature:
         *,
         immutable: bool,
     ) -> Signature:
-        """Check the call against ``task``'s handler, and its arguments as strict JSON.
+        """Check the call against ``task``'s handler (and, whole, its values against the
+        annotations), and its arguments as strict JSON.
 
         An immutable signature is a whole call. A mutable one may still receive a
         parent's result first, so here it must fit as a partial call (no unknown
@@ -135,7 +145,7 @@ class Signature:
         placed (a group's member, a chain's step) it is checked whole.
         """
         if immutable:
-            task.binding.bind(args, kwargs)
+            task.binding.check_types(task.binding.bind(args, kwargs))
         else:
             _bind_partial(task, args, kwargs)
         what = f"the arguments of the signature {task.kind}"
@@ -161,7 +171,7 @@ class Signature:
 
 
 @dataclass(frozen=True, slots=True)
-class Group:
+class Group(_Chainable):
     """Signatures (or chains, chords) run in parallel: ``group(resize.s(i) for i in ids)``.
 
     Every member is checked as a whole call before anything is written. A group
@@ -238,7 +248,7 @@ def _member(value: object) -> Canvas:
 
 
 @dataclass(frozen=True, slots=True)
-class Chain:
+class Chain(_Chainable):
     """Steps run one after another, each given its predecessor's result first
     (``.si`` steps are not); a group step hands the next one the list of its
     members' results, in order. Build it with ``chain(...)``."""
@@ -250,7 +260,7 @@ class Chain:
 
 
 @dataclass(frozen=True, slots=True)
-class Chord:
+class Chord(_Chainable):
     """``header`` (a group) in parallel, then ``body`` once, given the list of the
     header members' results in order. Build it with ``chord(...)``."""
 

@@ -147,6 +147,10 @@ def test_sigterm_stops_the_server_cleanly_and_releases_the_job_still_running(
     assert server.process.returncode == returncode, output
     assert said in output
     assert "Traceback" not in output, output
+    # The worker's lifecycle at INFO, as `venturi worker` logs it, with no logging set up.
+    worker_lines = [line for line in output.splitlines() if " INFO venturi.worker: " in line]
+    for expected in ("started: concurrency", "released 1 unfinished job(s)", "stopped"):
+        assert any(expected in line for line in worker_lines), output
     journal = server.scalar(
         "SELECT array_agg(outcome ORDER BY id) FROM venturi_journal WHERE job_id = %s", (job_id,)
     )

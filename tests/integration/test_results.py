@@ -271,3 +271,23 @@ def test_refs_of_an_eager_session_answer_from_the_session(app: venturi.App) -> N
         dead.result()
     with pytest.raises(JobNotFound):
         app.result(ref.id)  # nothing was written
+
+
+def test_a_long_result_leaves_only_its_head_in_the_journal_note(
+    app: venturi.App, db: Any
+) -> None:
+    @app.task(kind="res.long")
+    def long() -> dict[str, str]:
+        return {"text": "x" * 15_000}
+
+    @app.task(kind="res.just_short")
+    def just_short() -> str:
+        return "y" * 200
+
+    long_ref, short_ref = long.delay(), just_short.delay()
+    drain(app)
+
+    assert long_ref.result() == {"text": "x" * 15_000}
+    [note] = [e["note"] for e in db.journal(long_ref.id)]
+    assert note == '{"text":"' + "x" * 191 + " ... (cut; the full result is stored with the job)"
+    assert [e["note"] for e in db.journal(short_ref.id)] == ["y" * 200]

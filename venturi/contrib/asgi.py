@@ -31,6 +31,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from venturi import App, Worker
+from venturi.logs import show_in_server
 
 __all__ = ["Lifespan", "WorkerLifespan", "worker_lifespan"]
 
@@ -82,6 +83,7 @@ class WorkerLifespan:
 
     @asynccontextmanager
     async def _worker_running(self) -> AsyncIterator[None]:
+        show_in_server()
         worker = Worker(self.app, grace=self.grace, **self._worker_options)
         await asyncio.to_thread(worker.start)
         self.worker = worker

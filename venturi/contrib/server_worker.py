@@ -10,7 +10,9 @@ They stop gracefully (``Worker.stop(grace)``: running jobs finish within the
 grace, the others are released) at interpreter exit and, when armed from the
 main thread, on SIGTERM, which then defers to the handler that was there
 before (the server's own graceful shutdown) or, if there was none, exits
-with status 0 instead of dying on the signal.
+with status 0 instead of dying on the signal. The worker's start and stop
+lines show at INFO on stderr unless the program configured logging itself
+(``venturi.logs.show_in_server``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from venturi import App, Worker
+from venturi.logs import show_in_server
 
 __all__ = ["ServerWorker"]
 
@@ -59,6 +62,7 @@ class ServerWorker:
             if self._pid == os.getpid():
                 return
             # A worker inherited through fork has no threads here: start afresh.
+            show_in_server()
             self.worker = Worker(self._app(), grace=self.grace, **self.options)
             self.worker.start()
             self._pid = os.getpid()

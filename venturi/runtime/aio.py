@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 _TICK = 0.05
 #: Blocking the loop longer than this is logged (asyncio's own slow-callback default).
 DEFAULT_BLOCK_THRESHOLD = 0.1
+#: How long the loop's end waits for the tasks it cancels (a pool's close is bounded too).
+_END_TIMEOUT = 5.0
 _NOT_A_HANDLER = "a callback that is not a handler"
 
 
@@ -108,8 +110,27 @@ class EventLoopThread:
             self.loop.run_forever()
         finally:
             monitor.cancel()
-            self.loop.run_until_complete(asyncio.gather(monitor, return_exceptions=True))
-            self.loop.close()
+            self._end_loop()
+
+    def _end_loop(self) -> None:
+        """End the loop as ``asyncio.run`` does: cancel every task still on it (what
+        libraries started there, such as the async pool a handler's
+        ``adelay`` opened, whose shutdown guard closes it), let them finish, then close
+        the async generators and the loop. Closing it with tasks pending would log
+        ``Task was destroyed but it is pending!`` for each of them."""
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            _, stuck = self.loop.run_until_complete(asyncio.wait(pending, timeout=_END_TIMEOUT))
+            if stuck:
+                logger.warning(
+                    "%d task(s) on the event loop thread %s ignored cancellation at stop",
+                    len(stuck),
+                    self._thread.name,
+                )
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
 
     @staticmethod
     def _cancel(task: Callable[[], asyncio.Task[Any] | None]) -> None:

@@ -103,6 +103,10 @@ runs_logger = logging.getLogger("venturi.runs")
 
 #: Longest journal note kept; the journal is a log, not a result store.
 MAX_NOTE_CHARS = 10_000
+#: Longest return value kept as a completed run's note; the job holds the whole result.
+MAX_RESULT_NOTE_CHARS = 200
+#: Ends a completed run's note that was cut to its head.
+RESULT_NOTE_CUT = " ... (cut; the full result is stored with the job)"
 #: Longest note shown in a run-end log line (the journal keeps it whole).
 _LOGGED_NOTE_CHARS = 300
 #: Longest traceback kept with a failed run's journal entry (innermost frames kept).
@@ -351,15 +355,21 @@ def _with_json(outcome: Outcome, task: Task[Any, Any], job: ClaimedJob, ctx: Con
 
 
 def _result_note(result: Any) -> str | None:
+    """The completed run's note: the return value as text (SPEC 2), its head only when
+    long, since the result itself is stored in full with the job (SPEC 5.3)."""
     if result is None:
         return None
     if isinstance(result, str):
-        return result
-    try:
-        return encode_json(result, what="return value")
-    except InvalidPayload:
-        # The job did its work; a return value JSON cannot hold is still worth reading.
-        return repr(result)
+        text = result
+    else:
+        try:
+            text = encode_json(result, what="return value")
+        except InvalidPayload:
+            # The job did its work; a return value JSON cannot hold is still worth reading.
+            text = repr(result)
+    if len(text) > MAX_RESULT_NOTE_CHARS:
+        return text[:MAX_RESULT_NOTE_CHARS] + RESULT_NOTE_CUT
+    return text
 
 
 def _storable(text: str) -> str:
