@@ -29,6 +29,10 @@ from venturi.conversion import Converter, converter_for, resolve_annotations
 from venturi.errors import ArgumentsMismatch, ConfigurationError, InvalidPayload
 from venturi.serialization import encode_json
 
+__all__ = [
+    "Binding",
+]
+
 R = TypeVar("R")
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
