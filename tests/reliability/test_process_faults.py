@@ -25,7 +25,7 @@ from typing import Any
 import chaos_app
 import pytest
 from fault_tools import WorkerFleet, unaccounted_runs, wait_for_sessions_to_end
-from support import wait_until
+from support import count, wait_until
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +41,6 @@ def tasks(database_url: str, prefix: str) -> Iterator[tuple[Any, Any]]:
     queue, work, crash = chaos_app.build_app(database_url, prefix)
     yield work, crash
     queue.close()
-
-
-def count(db: Any, where: str) -> int:
-    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}"))
 
 
 def stop_fleet(db: Any, fleet: WorkerFleet) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import workflow_app
 from fault_tools import WorkerFleet, unaccounted_runs, wait_for_sessions_to_end
-from support import wait_until
+from support import count, wait_until
 
 from venturi import chord
 
@@ -60,10 +60,6 @@ def flow_fleet(db: Any, database_url: str, prefix: str, tmp_path: Any) -> Iterat
     yield started
     started.kill_all()
     wait_for_sessions_to_end(db, started.application_name)
-
-
-def count(db: Any, where: str) -> int:
-    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}"))
 
 
 @pytest.mark.slow
