@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -17,7 +18,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import tuple_row
 
 import venturi
-from venturi.postgres.migrator import load_migrations
+
+#: A URL nothing listens on (port 1 on loopback): a test that should never touch
+#: the database fails loudly, with ``BackendUnavailable``, if it does.
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/none"
 
 
 def prefix_tables(conn: psycopg.Connection[Any], prefix: str) -> list[str]:
@@ -63,17 +67,23 @@ def empty_prefix(conn: psycopg.Connection[Any], prefix: str) -> None:
     conn.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(names)))
 
 
-#: The table names the migrations create (and the history table), for the
+MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
+
+
+def migration_tables() -> tuple[str, ...]:
+    """The tables the migration files create, newest file first, as suffixes of a prefix."""
+    files = sorted(MIGRATIONS.glob("V*__*.sql"), key=lambda f: int(f.name[1:].split("__")[0]))
+    return tuple(
+        name
+        for file in reversed(files)
+        for name in re.findall(r"CREATE TABLE \{\{prefix\}\}_(\w+)", file.read_text())
+    )
+
+
+#: Every table a migrated prefix has (the migrations' and the history), for the
 #: modules that still drop a prefix table by table; ``drop_prefix_tables`` is
 #: the one to use.
-PREFIX_TABLES = (
-    *(
-        name
-        for migration in reversed(load_migrations())
-        for name in re.findall(r"CREATE TABLE \{\{prefix\}\}_(\w+)", migration.template)
-    ),
-    "migrations",
-)
+PREFIX_TABLES = (*migration_tables(), "migrations")
 
 
 @contextlib.contextmanager
