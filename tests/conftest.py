@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
-from support import Database, migrated_prefix
+from support import Database, empty_prefix, migrated_prefix
 
 import venturi
 from venturi.postgres.embedded import embedded_database_url
@@ -67,10 +67,7 @@ def prefix(database_url: str) -> Iterator[str]:
 def app(database_url: str, prefix: str) -> Iterator[venturi.App]:
     """An App on this module's prefix with empty tables; the current App for ``@task``."""
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(
-            f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits,"
-            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors"
-        )
+        empty_prefix(conn, prefix)
     instance = venturi.App(database_url, prefix=prefix)
     yield instance
     instance.close()

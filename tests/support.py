@@ -3,29 +3,87 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import tuple_row
 
 import venturi
 
-#: Every table a migrated prefix has (newest first, so dependants go before what
-#: they reference), for tests that drop a prefix of their own.
-PREFIX_TABLES = (
-    "fair_cursors",
-    "edges",
-    "steps",
-    "claim_limits",
-    "workers",
-    "journal",
-    "jobs",
-    "migrations",
-)
+#: A URL nothing listens on (port 1 on loopback): a test that should never touch
+#: the database fails loudly, with ``BackendUnavailable``, if it does.
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/none"
+
+
+def prefix_tables(conn: psycopg.Connection[Any], prefix: str) -> list[str]:
+    """Every table of ``prefix`` in the current schema, read from the catalog.
+
+    Whichever migration (or test) made a table, it is found here, so a new
+    migration's tables need no list. A longer prefix that starts with this one
+    (``p_x`` beside ``p``) keeps its tables: its history table, ``p_x_migrations``,
+    marks it.
+    """
+    with conn.cursor(row_factory=tuple_row) as cur:
+        names = [
+            name
+            for (name,) in cur.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                " AND starts_with(tablename, %s) ORDER BY tablename",
+                [f"{prefix}_"],
+            ).fetchall()
+        ]
+    longer = {n.removesuffix("_migrations") for n in names if n.endswith("_migrations")}
+    longer.discard(prefix)
+    return [n for n in names if not any(n.startswith(f"{other}_") for other in longer)]
+
+
+def drop_prefix_tables(conn: psycopg.Connection[Any], prefix: str) -> None:
+    """Drop every table of ``prefix`` (``prefix_tables``) in one statement."""
+    tables = prefix_tables(conn, prefix)
+    if tables:
+        names = sql.SQL(", ").join(sql.Identifier(table) for table in tables)
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(names))
+
+
+def drop_prefix(database_url: str, prefix: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        drop_prefix_tables(conn, prefix)
+
+
+def empty_prefix(conn: psycopg.Connection[Any], prefix: str) -> None:
+    """Empty every table of ``prefix`` but its migration history and its worker
+    registry (the tests that read the registry empty it themselves)."""
+    kept = {f"{prefix}_migrations", f"{prefix}_workers"}
+    names = [sql.Identifier(table) for table in prefix_tables(conn, prefix) if table not in kept]
+    conn.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(names)))
+
+
+MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
+
+
+def migration_tables() -> tuple[str, ...]:
+    """The tables the migration files create, newest file first, as suffixes of a prefix."""
+    files = sorted(MIGRATIONS.glob("V*__*.sql"), key=lambda f: int(f.name[1:].split("__")[0]))
+    return tuple(
+        name
+        for file in reversed(files)
+        for name in re.findall(r"CREATE TABLE \{\{prefix\}\}_(\w+)", file.read_text())
+    )
+
+
+#: Every table a migrated prefix has (the migrations' and the history), for the
+#: modules that still drop a prefix table by table; ``drop_prefix_tables`` is
+#: the one to use.
+PREFIX_TABLES = (*migration_tables(), "migrations")
 
 
 @contextlib.contextmanager
@@ -39,12 +97,6 @@ def migrated_prefix(database_url: str) -> Iterator[str]:
         yield value
     finally:
         drop_prefix(database_url, value)
-
-
-def drop_prefix(database_url: str, prefix: str) -> None:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in PREFIX_TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, every: float = 0.02) -> Any:
@@ -71,6 +123,16 @@ class TcpProxy:
     direction holds what it read), until ``restore()`` delivers it and resumes.
     The peers' TCP stacks see nothing wrong: keepalive probes are answered.
     """
+
+    @classmethod
+    def in_front_of(cls, database_url: str) -> TcpProxy:
+        """A proxy to the server ``database_url`` names."""
+        server = conninfo_to_dict(database_url)
+        return cls(str(server.get("host") or "127.0.0.1"), int(server.get("port") or 5432))
+
+    def url(self, database_url: str, **params: Any) -> str:
+        """``database_url`` (with ``params`` added) through this proxy."""
+        return make_conninfo(database_url, host="127.0.0.1", port=str(self.port), **params)
 
     def __init__(self, host: str, port: int) -> None:
         self._target = (host, port)
@@ -180,3 +242,39 @@ class Database:
     def outcomes(self, job_id: str) -> list[str]:
         """The outcomes of ``job_id``'s journal entries, oldest first."""
         return [entry["outcome"] for entry in self.journal(job_id)]
+
+
+def row(db: Database, job_id: str) -> dict[str, Any]:
+    """The job's row, every column."""
+    return db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (job_id,))
+
+
+def count(db: Database, where: str, params: Any = None) -> int:
+    """How many jobs match ``where`` (SQL, with ``params``)."""
+    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}", params))
+
+
+def entries(db: Database, job_id: str) -> list[tuple[str, int, str | None]]:
+    """The job's journal as (outcome, run, note), oldest first."""
+    return [(e["outcome"], e["run_no"], e["note"]) for e in db.journal(job_id)]
+
+
+def status_is(db: Database, job_id: str, status: str) -> Callable[[], bool]:
+    """A predicate for ``wait_until``: the job's row has ``status``."""
+    return lambda: row(db, job_id)["status"] == status
+
+
+def duplicate_ticks(db: Database) -> list[dict[str, Any]]:
+    """Beat rows written twice for one schedule and tick (must be none)."""
+    return db.all(
+        "SELECT dedup_key, visible_at, count(*) AS rows FROM {{prefix}}_jobs "
+        "WHERE dedup_key LIKE 'beat:%%' GROUP BY dedup_key, visible_at HAVING count(*) > 1"
+    )
+
+
+def index_names(plan: Any) -> list[str]:
+    """Every index a JSON ``EXPLAIN`` plan node and its children read."""
+    found = [plan["Index Name"]] if "Index Name" in plan else []
+    for child in plan.get("Plans", []):
+        found += index_names(child)
+    return found

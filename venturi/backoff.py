@@ -21,6 +21,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final
 
+__all__ = [
+    "DEFAULT_BASE",
+    "DEFAULT_CAP",
+    "Exponential",
+    "Fixed",
+    "exponential_backoff",
+]
+
 DEFAULT_BASE: Final = timedelta(seconds=1)
 DEFAULT_CAP: Final = timedelta(hours=1)
 

@@ -35,6 +35,10 @@ from venturi.errors import (
 )
 from venturi.serialization import encode_json
 
+__all__ = [
+    "Binding",
+]
+
 R = TypeVar("R")
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

@@ -8,6 +8,12 @@ from typing import Any, NoReturn
 
 from venturi.errors import InvalidDelay
 
+__all__ = [
+    "Cancelled",
+    "Context",
+    "Pause",
+]
+
 
 class Pause(Exception):
     """Raised by ``Context.pause``; the executor turns it into a ``paused`` outcome.

@@ -22,6 +22,12 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
+__all__ = [
+    "Converter",
+    "converter_for",
+    "resolve_annotations",
+]
+
 #: A function turning a decoded JSON value into the annotated Python type.
 Converter = Callable[[Any], Any]
 

@@ -57,6 +57,14 @@ from croniter import CroniterError, croniter
 
 from venturi.errors import InvalidSchedule
 
+__all__ = [
+    "next_tick",
+    "previous_tick",
+    "ticks",
+    "validate_schedule",
+    "zone",
+]
+
 _ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",

@@ -19,6 +19,7 @@ The tree::
     │   └── InvalidKind           empty kind, or one with control characters
     ├── InvalidArgument           an operation's argument out of range (limit, status, ...)
     ├── JobNotFound               an operation named an id that does not exist
+    ├── WorkflowNotFound          no step of that workflow exists (no such id, or cleaned up)
     ├── InvalidState              an operation on a job whose status does not allow it
     ├── JobFailed                 a waited-for job ended dead (job id, note; ADR 0124)
     ├── ResultTimeout             a waited-for job was not terminal in time (a TimeoutError)
@@ -34,12 +35,45 @@ The tree::
 ``Fail`` and ``Retry`` are control flow raised *by handlers*; they are not
 ``VenturiError`` so that ``except VenturiError`` around ``.delay()`` never
 swallows them. ``describe_exception`` is how any exception is shown in one
-line, in journal notes and in CLI errors alike.
+line, in journal notes, CLI errors and integrations alike (public: it is in
+``__all__``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+
+__all__ = [
+    "ArgumentsMismatch",
+    "BackendUnavailable",
+    "ChecksumMismatch",
+    "ConfigurationError",
+    "DatabaseAhead",
+    "DatabaseRefused",
+    "DuplicateKind",
+    "EmbeddedUnavailable",
+    "EnqueueError",
+    "Fail",
+    "InvalidArgument",
+    "InvalidDelay",
+    "InvalidKind",
+    "InvalidPayload",
+    "InvalidPrefix",
+    "InvalidPriority",
+    "InvalidSchedule",
+    "InvalidState",
+    "JobFailed",
+    "JobNotFound",
+    "MigrationError",
+    "NoCurrentApp",
+    "ResultTimeout",
+    "ResultUnavailable",
+    "Retry",
+    "SchemaMissing",
+    "VenturiError",
+    "WorkflowNotFound",
+    "describe_exception",
+]
 
 
 class VenturiError(Exception):
@@ -282,6 +316,11 @@ class Retry(Exception):
 
 
 def describe_exception(exc: BaseException) -> str:
-    """``"Type: message"``, or just ``"Type"`` when the message is empty."""
+    """One line for any exception: ``"Type: message"``, or ``"Type"`` when the message is empty.
+
+    The form of every journal note venturi writes for a failed run and of every
+    CLI error line; an integration that turns a foreign exception into ``Fail``
+    or ``Retry`` (the Django backend does) uses it so its notes read the same.
+    """
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

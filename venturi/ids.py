@@ -1,16 +1,17 @@
-"""Job ids: canonical ULIDs, made faster than ``str(ulid.ULID())`` (ADR 2, ADR 0132).
+"""Job ids: canonical ULIDs, made without python-ulid's per-id cost (ADR 2, ADR 0132).
 
 python-ulid builds a ``ULID`` object per id, reads ``os.urandom`` per id and
-encodes base 32 in pure Python, five bits at a time: about a third of
-``delay_many``'s own time. The ids made here are the same strings: 48 bits of
-Unix milliseconds, 80 bits of randomness, 26 upper-case Crockford base-32
-characters, monotonic within a millisecond as python-ulid's default generator
-is (the same millisecond increments the previous randomness by one), so
-``ulid.ULID.from_str(new_id())`` is a valid ``ULID`` and ids made in one
-process sort in the order they were made. The encoding looks up 10 bits at a
-time in a table of character pairs, and within a millisecond only the last pair
-usually changes, so the first 24 characters are reused. Fresh randomness comes from
-``os.urandom`` in blocks, a slice per new millisecond.
+encodes base 32 in pure Python, five bits at a time, which showed in
+``delay_many``'s profile (bench/JOURNAL.md, section 6). The ids made here are
+the same strings: 48 bits of Unix milliseconds, 80 bits of randomness, 26
+upper-case Crockford base-32 characters, monotonic within a millisecond as
+python-ulid's default generator is (the same millisecond increments the
+previous randomness by one), so ``ulid.ULID.from_str(new_id())`` is a valid
+``ULID`` and ids made in one process sort in the order they were made. The
+encoding looks up 10 bits at a time in a table of character pairs, and within
+a millisecond only the last pair usually changes, so the first 24 characters
+are reused. Fresh randomness comes from ``os.urandom`` in blocks, a slice per
+new millisecond.
 
 A forked child starts with an empty block and no previous id: otherwise parent
 and child would hand out the same randomness (or the same increment) in the
@@ -22,6 +23,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+
+__all__ = [
+    "encode",
+    "new_id",
+]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 #: Every 10-bit value as its two characters: 13 look-ups spell a ULID.

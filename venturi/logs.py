@@ -22,6 +22,16 @@ from typing import Any, Literal
 
 import orjson
 
+__all__ = [
+    "FORMATS",
+    "JOB_FIELDS",
+    "LEVELS",
+    "TEXT_FORMAT",
+    "JsonFormatter",
+    "LogFormat",
+    "configure",
+]
+
 LogFormat = Literal["text", "json"]
 FORMATS: tuple[LogFormat, ...] = ("text", "json")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

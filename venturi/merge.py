@@ -34,6 +34,13 @@ from typing import Any
 
 from venturi.types import MergeAction, MergeDecision
 
+__all__ = [
+    "Merge",
+    "MergeFunction",
+    "keep_existing",
+    "resolve_keep",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Merge:

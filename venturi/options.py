@@ -36,6 +36,25 @@ from venturi.merge import MergeFunction, keep_existing
 from venturi.serialization import is_storable_text
 from venturi.types import Priority, RateLimit
 
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "DEFAULT_LEASE",
+    "DEFAULT_MAX_FAILURES",
+    "MAX_DEDUP_KEY_BYTES",
+    "MAX_FAIR_KEY_BYTES",
+    "MAX_KIND_BYTES",
+    "TaskOptions",
+    "check_fair_key_fits",
+    "parse_rate_limit",
+    "to_timedelta",
+    "validate_age_after",
+    "validate_dedup_key",
+    "validate_delay",
+    "validate_fair_key",
+    "validate_kind",
+    "validate_priority",
+]
+
 MAX_KIND_BYTES: Final = 255
 MAX_DEDUP_KEY_BYTES: Final = 1024
 MAX_FAIR_KEY_BYTES: Final = 255

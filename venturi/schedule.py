@@ -31,6 +31,12 @@ from venturi.types import NewJob
 if TYPE_CHECKING:
     from venturi.task import Task
 
+__all__ = [
+    "DEDUP_PREFIX",
+    "Schedule",
+    "duplicate_names",
+]
+
 #: Dedup keys starting with this are Beat's bookkeeping; tasks must not use it.
 DEDUP_PREFIX = "beat:"
 

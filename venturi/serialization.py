@@ -26,14 +26,14 @@ Encoded on the way in, and what comes back:
 A handler gets plain JSON values back unless its annotations ask for more:
 that conversion is ``venturi.conversion``'s job.
 
-Speed: this is the enqueue hot path (a 1 KiB payload costs about 2-3x
-``orjson.dumps`` alone, a few microseconds). orjson encodes first, then two byte
-scans look for ``null`` (a NaN may hide there) and an escaped NUL. Only when
-one hits does more work happen: the output is decoded and compared with the
-input (C speed; equal means no NaN); a difference (tuples, datetimes ... do
-not survive JSON) gets an iterative scan for non-finite floats; and only a
-NaN found there, an escaped NUL or an orjson refusal runs the Python walk
-that names the bad value's path.
+Speed: this is the enqueue hot path, so the common case costs little more
+than ``orjson.dumps`` alone (bench/README.md, "Figures quoted elsewhere").
+orjson encodes first, then two byte scans look for ``null`` (a NaN may hide
+there) and an escaped NUL. Only when one hits does more work happen: the
+output is decoded and compared with the input (C speed; equal means no NaN);
+a difference (tuples, datetimes ... do not survive JSON) gets an iterative
+scan for non-finite floats; and only a NaN found there, an escaped NUL or an
+orjson refusal runs the Python walk that names the bad value's path.
 """
 
 from __future__ import annotations
@@ -49,6 +49,14 @@ from uuid import UUID
 import orjson
 
 from venturi.errors import InvalidPayload
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_ENCODED_BYTES",
+    "decode_json",
+    "encode_json",
+    "is_storable_text",
+]
 
 #: Ceiling on one encoded value (payload, carry or attachment), in bytes. Assign
 #: ``venturi.serialization.MAX_ENCODED_BYTES`` at start-up to change it process-wide.

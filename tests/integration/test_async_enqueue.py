@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 from support import TcpProxy, wait_until
 
 import venturi
@@ -260,11 +260,10 @@ def test_a_loop_that_ends_while_its_pool_is_still_connecting_ends(
     closing the pool at that moment the loop's end waited forever for the attempt's
     task (seen once in a few hundred runs of asyncio.run(task.adelay()); made certain
     here by a path that holds the connection attempt)."""
-    target = conninfo_to_dict(database_url)
-    proxy = TcpProxy(str(target.get("host") or "127.0.0.1"), int(target.get("port") or 5432))
+    proxy = TcpProxy.in_front_of(database_url)
     proxy.blackhole()
     held = venturi.App(
-        make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port)),
+        proxy.url(database_url),
         prefix=prefix,
         set_as_current=False,
     )

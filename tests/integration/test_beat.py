@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from psycopg.conninfo import make_conninfo
-from support import wait_until
+from support import count, duplicate_ticks, wait_until
 
 import venturi
 from venturi.beat import ROLE, Beat
@@ -56,18 +56,6 @@ def visible_ats(db: Any, name: str) -> list[tuple[datetime, str]]:
             (f"beat:{name}",),
         )
     ]
-
-
-def duplicate_ticks(db: Any) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = db.all(
-        "SELECT dedup_key, visible_at, count(*) AS rows FROM {{prefix}}_jobs "
-        "WHERE dedup_key LIKE 'beat:%%' GROUP BY dedup_key, visible_at HAVING count(*) > 1"
-    )
-    return rows
-
-
-def count(db: Any, where: str, params: Any = None) -> int:
-    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}", params))
 
 
 @pytest.fixture

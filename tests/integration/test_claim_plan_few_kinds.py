@@ -11,17 +11,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from support import index_names
 
 from venturi.naming import Prefix
 from venturi.postgres.backend import claim_input
 from venturi.postgres.queries import Queries
-
-
-def index_names(plan: Any) -> list[str]:
-    found = [plan["Index Name"]] if "Index Name" in plan else []
-    for child in plan.get("Plans", []):
-        found += index_names(child)
-    return found
 
 
 @pytest.mark.parametrize("kinds", [["other.kind"], ["only.kind"], ["only.kind", "other.kind"]])

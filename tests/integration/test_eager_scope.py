@@ -11,14 +11,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from support import wait_until
+from support import UNREACHABLE, wait_until
 
 import venturi
 from venturi.testing import eager
 from venturi.types import OutcomeKind
 from venturi.worker import Worker
-
-UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nope"
 
 
 def test_a_worker_started_elsewhere_keeps_enqueueing_into_the_database(

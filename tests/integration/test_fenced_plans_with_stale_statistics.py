@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from support import Database, migrated_prefix
+from support import Database, index_names, migrated_prefix
 
 from venturi.naming import Prefix
 from venturi.postgres.backend import finish_input
@@ -38,13 +38,6 @@ def completed(ids: list[str]) -> list[Finished]:
     return [
         Finished(Claim(i, "h:1", 1), Outcome(OutcomeKind.COMPLETED, result="null")) for i in ids
     ]
-
-
-def index_names(plan: Any) -> list[str]:
-    found = [plan["Index Name"]] if "Index Name" in plan else []
-    for child in plan.get("Plans", []):
-        found += index_names(child)
-    return found
 
 
 def scanned_relations(plan: Any) -> list[str]:

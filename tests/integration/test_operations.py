@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from support import row
 from ulid import ULID
 
 import venturi
@@ -69,10 +70,6 @@ def insert_entry(
         {"job_id": job_id, "outcome": outcome, "ago": recorded_ago, "note": note or None},
     )
     return entry_id
-
-
-def row(db: Any, job_id: str) -> dict[str, Any]:
-    return db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (job_id,))
 
 
 def all_pages(app: venturi.App, **filters: Any) -> list[JobRow]:

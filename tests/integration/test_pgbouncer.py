@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from contract.pgbouncer import PgBouncer, require_pgbouncer
-from support import wait_until
+from support import duplicate_ticks, wait_until
 from ulid import ULID
 
 import venturi
@@ -177,14 +177,6 @@ def test_without_a_direct_url_leadership_is_a_transaction_held_open_behind_pgbou
 
 def completed(db: Any) -> int:
     return int(db.scalar("SELECT count(*) FROM {{prefix}}_jobs WHERE status = 'completed'"))
-
-
-def duplicate_ticks(db: Any) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = db.all(
-        "SELECT dedup_key, visible_at, count(*) AS rows FROM {{prefix}}_jobs "
-        "WHERE dedup_key LIKE 'beat:%%' GROUP BY dedup_key, visible_at HAVING count(*) > 1"
-    )
-    return rows
 
 
 @pytest.mark.parametrize("with_direct_url", [True, False], ids=["direct-url", "no-direct-url"])

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from support import TcpProxy
 
 import venturi
@@ -120,13 +119,12 @@ def test_without_its_listener_the_wait_is_on_the_wake_up_and_listens_again_once_
     subscribes again returns at once, so the claim loop claims once more. The
     outage is said once as a warning, the return once (as a ServiceThread says them)."""
     caplog.set_level(logging.DEBUG, logger="venturi.runtime.waiting")
-    target = conninfo_to_dict(database_url)
-    proxy = TcpProxy(str(target.get("host") or "127.0.0.1"), int(target.get("port") or 5432))
+    proxy = TcpProxy.in_front_of(database_url)
     proxy.cut()
     backend = PostgresBackend(
         database_url,
         prefix=prefix,
-        direct_url=make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port)),
+        direct_url=proxy.url(database_url),
         transaction_pooling=False,
         connect_timeout=1,
     )

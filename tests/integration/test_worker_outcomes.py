@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from support import wait_until
+from support import entries, row, status_is, wait_until
 from ulid import ULID
 
 import venturi
@@ -26,18 +26,6 @@ from venturi.worker import Worker
 class Progress:
     pages: int
     last: str | None = None
-
-
-def row(db: Any, job_id: str) -> dict[str, Any]:
-    return db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (job_id,))
-
-
-def entries(db: Any, job_id: str) -> list[tuple[str, int, str | None]]:
-    return [(e["outcome"], e["run_no"], e["note"]) for e in db.journal(job_id)]
-
-
-def status_is(db: Any, job_id: str, status: str) -> Callable[[], bool]:
-    return lambda: row(db, job_id)["status"] == status
 
 
 def journal_has(db: Any, job_id: str, count: int) -> Callable[[], bool]:

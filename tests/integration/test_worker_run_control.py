@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
-from support import wait_until
+from support import entries, row, status_is, wait_until
 
 import venturi
 from venturi.context import Context
@@ -31,19 +31,6 @@ from venturi.worker import Worker
 
 #: Renewals (and so cancellation requests) every 0.2 s.
 SHORT_LEASE = timedelta(seconds=0.6)
-
-
-def row(db: Any, job_id: str) -> dict[str, Any]:
-    job: dict[str, Any] = db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (job_id,))
-    return job
-
-
-def entries(db: Any, job_id: str) -> list[tuple[str, int, str | None]]:
-    return [(e["outcome"], e["run_no"], e["note"]) for e in db.journal(job_id)]
-
-
-def status_is(db: Any, job_id: str, status: str) -> Callable[[], bool]:
-    return lambda: row(db, job_id)["status"] == status
 
 
 def venturi_cli(database_url: str, prefix: str, *args: str) -> subprocess.CompletedProcess[str]:

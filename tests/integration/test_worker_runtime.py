@@ -21,22 +21,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from support import TcpProxy, wait_until
+from support import TcpProxy, count, row, wait_until
 from ulid import ULID
 
 import venturi
 from venturi.errors import ConfigurationError
 from venturi.types import Priority
 from venturi.worker import Worker
-
-
-def row(db: Any, job_id: str) -> dict[str, Any]:
-    return db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (job_id,))
-
-
-def count(db: Any, where: str, params: Any = None) -> int:
-    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}", params))
 
 
 def logged(caplog: pytest.LogCaptureFixture, text: str) -> Callable[[], bool]:
@@ -479,10 +470,9 @@ def test_a_database_outage_is_waited_out_and_no_job_is_lost_or_completed_twice(
     start_worker: Callable[..., Worker],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    target = conninfo_to_dict(database_url)
-    proxy = TcpProxy(str(target.get("host") or "127.0.0.1"), int(target.get("port") or 5432))
+    proxy = TcpProxy.in_front_of(database_url)
     proxied = venturi.App(
-        make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port)),
+        proxy.url(database_url),
         prefix=prefix,
         set_as_current=False,
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from support import PREFIX_TABLES
+from support import drop_prefix_tables
 
 import venturi
 from venturi.errors import ChecksumMismatch, DatabaseAhead, MigrationError
@@ -34,8 +34,7 @@ def fresh_prefixes(conn: psycopg.Connection[Any]) -> Iterator[list[str]]:
 
     yield [make(), make()]
     for value in made:
-        for table in PREFIX_TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
+        drop_prefix_tables(conn, value)
 
 
 def history(conn: psycopg.Connection[Any], prefix: str) -> list[tuple[Any, ...]]:

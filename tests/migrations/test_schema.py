@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from support import PREFIX_TABLES
+from support import drop_prefix_tables
 
 from venturi.errors import SchemaMissing
 from venturi.naming import DERIVED_SUFFIXES, Prefix
@@ -73,8 +73,7 @@ def conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 def fresh_prefix(conn: psycopg.Connection[Any]) -> Iterator[str]:
     value = f"s_{secrets.token_hex(5)}"
     yield value
-    for table in PREFIX_TABLES:
-        conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
+    drop_prefix_tables(conn, value)
 
 
 def seed_snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
@@ -83,7 +82,7 @@ def seed_snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         conn.execute(Prefix.parse(prefix).substitute(SEED_DDL))
         return snapshot(conn, prefix)
     finally:
-        conn.execute(f"DROP TABLE IF EXISTS {prefix}_journal, {prefix}_jobs CASCADE")
+        drop_prefix_tables(conn, prefix)
 
 
 def across(

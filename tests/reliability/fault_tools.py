@@ -7,18 +7,24 @@ processes, the proxy forwards real bytes, and every check reads the tables.
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 from support import wait_until
+
+logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 #: How long a worker may take to stop on SIGTERM: a hang guard, not a speed check.
@@ -101,6 +107,27 @@ class WorkerFleet:
                 self.slots[slot] = self._spawn()
                 replaced += 1
         return replaced
+
+    def kill_at_random_while(
+        self, busy: Callable[[], bool], *, every: float, timeout: float
+    ) -> tuple[int, int]:
+        """While ``busy()``, SIGKILL one process at random every ``every`` seconds,
+        at whatever instant of its work it is, and start a fresh one in its slot
+        (and in the slot of any that ended by itself, recorded in ``exits``).
+        Returns (kills, seed); the seed is logged, so a failing order can be replayed."""
+        seed = random.randrange(2**32)
+        logger.info("kill order seed %d", seed)
+        victims = random.Random(seed)
+        kills = 0
+        pace = threading.Event()
+        deadline = time.monotonic() + timeout
+        while busy():
+            assert time.monotonic() < deadline, self.logs()
+            pace.wait(every)
+            self.restart_exited()
+            self.kill_and_restart(victims.randrange(len(self.slots)))
+            kills += 1
+        return kills, seed
 
     def wait_started(self, timeout: float = 30.0) -> None:
         """Wait until every current process runs its worker (its signal handlers are

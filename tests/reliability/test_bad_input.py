@@ -34,6 +34,7 @@ import pytest
 from fault_tools import table_checksums
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from support import UNREACHABLE
 
 import venturi
 from venturi import cli, cron
@@ -54,9 +55,6 @@ from venturi.postgres import PostgresBackend
 from venturi.serialization import MAX_DEPTH, MAX_ENCODED_BYTES, encode_json
 from venturi.types import JobRef
 from venturi.worker import Worker
-
-#: Nothing listens there: anything that tried to connect would fail differently.
-UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere"
 
 EXAMPLES = settings(
     max_examples=40,

@@ -32,9 +32,9 @@ from fault_tools import (
     wait_for_sessions_to_end,
 )
 from private_server import PrivateServer
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
-from support import Database, TcpProxy, wait_until
+from support import Database, TcpProxy, count, wait_until
 
 import venturi
 from venturi.errors import BackendUnavailable
@@ -51,10 +51,6 @@ RECOVERY_TIMEOUT = 30.0
 #: The adapter waits at most its 5 s connect timeout for a connection (plus one
 #: direct attempt to say why): a call during an outage must end well within this.
 OUTAGE_CALL_BOUND = 15.0
-
-
-def count(db: Any, where: str) -> int:
-    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}"))
 
 
 def terminate_sessions(db: Any, application_name: str) -> int:
@@ -238,10 +234,9 @@ def raised_within(call: Callable[[], object], bound: float) -> BaseException | N
 def test_delay_during_an_outage_raises_backend_unavailable_within_a_bound_and_works_again_after(
     app: venturi.App, db: Any, database_url: str, prefix: str
 ) -> None:
-    target = conninfo_to_dict(database_url)
-    proxy = TcpProxy(str(target.get("host") or "127.0.0.1"), int(target.get("port") or 5432))
+    proxy = TcpProxy.in_front_of(database_url)
     proxied = venturi.App(
-        make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port)),
+        proxy.url(database_url),
         prefix=prefix,
         set_as_current=False,
     )

@@ -22,8 +22,7 @@ import chaos_app
 import pytest
 from contract.pgbouncer import PgBouncer, require_pgbouncer
 from fault_tools import WorkerFleet, unaccounted_runs, wait_for_sessions_to_end
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from support import TcpProxy, wait_until
+from support import TcpProxy, count, wait_until
 
 import venturi
 
@@ -38,10 +37,6 @@ def work(database_url: str, prefix: str) -> Iterator[Any]:
     queue, task, _ = chaos_app.build_app(database_url, prefix)
     yield task
     queue.close()
-
-
-def count(db: Any, where: str) -> int:
-    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}"))
 
 
 def state(db: Any) -> str:
@@ -110,17 +105,11 @@ def test_a_worker_cut_off_by_a_silent_partition_is_recovered_from_fenced_and_rej
     tmp_path: Path,
     fleets: list[WorkerFleet],
 ) -> None:
-    server = conninfo_to_dict(database_url)
-    proxy = TcpProxy(str(server.get("host") or "127.0.0.1"), int(server.get("port") or 5432))
+    proxy = TcpProxy.in_front_of(database_url)
     # A request cut in the middle can leave the server running a statement whose
     # Sync never comes, its row locks held: the server's own timeout gives them
     # back, as the README recommends for any deployment (ADR 0123).
-    proxied_url = make_conninfo(
-        database_url,
-        host="127.0.0.1",
-        port=proxy.port,
-        options="-c idle_in_transaction_session_timeout=3000",
-    )
+    proxied_url = proxy.url(database_url, options="-c idle_in_transaction_session_timeout=3000")
     (tmp_path / "cut").mkdir()
     (tmp_path / "direct").mkdir()
     cut_off = WorkerFleet(

@@ -16,7 +16,6 @@ and lease expiry, not to the job count.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from typing import Any
 import chaos_app
 import pytest
 from fault_tools import WorkerFleet, unaccounted_runs, wait_for_sessions_to_end
-from support import wait_until
+from support import count, wait_until
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +42,6 @@ def tasks(database_url: str, prefix: str) -> Iterator[tuple[Any, Any]]:
     queue.close()
 
 
-def count(db: Any, where: str) -> int:
-    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}"))
-
-
 def stop_fleet(db: Any, fleet: WorkerFleet) -> None:
     """SIGTERM the survivors (a clean exit), then wait until every session of every
     process, killed ones included, has ended: the tables are final from then on."""
@@ -61,22 +56,13 @@ def test_workers_sigkilled_at_random_every_second_lose_no_job_and_every_lost_run
     jobs = 5000
     work, _ = tasks
     work.delay_many([{"n": n} for n in range(jobs)])
-    seed = random.randrange(2**32)
-    logger.info("kill order seed %d", seed)
-    victims = random.Random(seed)
 
     fleet.start(WORKERS)
-    kills = 0
-    pace = threading.Event()
-    deadline = time.monotonic() + DRAIN_TIMEOUT
     # Kill while the backlog lasts: every second one worker, at whatever instant of
     # its work (claiming, running, recording, sweeping) it happens to be.
-    while count(db, "run_count = 0") > 0:
-        assert time.monotonic() < deadline, fleet.logs()
-        pace.wait(KILL_EVERY)
-        fleet.restart_exited()  # none should have ended by itself; recorded if one did
-        fleet.kill_and_restart(victims.randrange(WORKERS))
-        kills += 1
+    kills, seed = fleet.kill_at_random_while(
+        lambda: count(db, "run_count = 0") > 0, every=KILL_EVERY, timeout=DRAIN_TIMEOUT
+    )
     try:
         wait_until(lambda: count(db, "status = 'completed'") == jobs, timeout=RECOVERY_TIMEOUT)
     except AssertionError:

@@ -13,16 +13,13 @@ the reliability suite hold.
 from __future__ import annotations
 
 import logging
-import random
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import workflow_app
 from fault_tools import WorkerFleet, unaccounted_runs, wait_for_sessions_to_end
-from support import wait_until
+from support import count, wait_until
 
 from venturi import chord
 
@@ -62,10 +59,6 @@ def flow_fleet(db: Any, database_url: str, prefix: str, tmp_path: Any) -> Iterat
     wait_for_sessions_to_end(db, started.application_name)
 
 
-def count(db: Any, where: str) -> int:
-    return int(db.scalar(f"SELECT count(*) FROM {{{{prefix}}}}_jobs WHERE {where}"))
-
-
 @pytest.mark.slow
 def test_a_chord_of_1000_members_completes_each_once_and_its_callback_once_under_sigkill(
     db: Any, flow_fleet: WorkerFleet, tasks: tuple[Any, Any]
@@ -73,22 +66,15 @@ def test_a_chord_of_1000_members_completes_each_once_and_its_callback_once_under
     member, collect = tasks
     ref = chord([member.s(n) for n in range(MEMBERS)], collect.s()).delay()
     callback = ref.outputs[0].id
-    seed = random.randrange(2**32)
-    logger.info("kill order seed %d", seed)
-    victims = random.Random(seed)
 
     flow_fleet.start(WORKERS)
-    kills = 0
-    pace = threading.Event()
-    deadline = time.monotonic() + DRAIN_TIMEOUT
     # Kill while the callback has not completed: members, hand-ons and the callback
     # itself are all exposed.
-    while count(db, "kind = 'flow.collect' AND status = 'completed'") == 0:
-        assert time.monotonic() < deadline, flow_fleet.logs()
-        pace.wait(KILL_EVERY)
-        flow_fleet.restart_exited()
-        flow_fleet.kill_and_restart(victims.randrange(WORKERS))
-        kills += 1
+    kills, seed = flow_fleet.kill_at_random_while(
+        lambda: count(db, "kind = 'flow.collect' AND status = 'completed'") == 0,
+        every=KILL_EVERY,
+        timeout=DRAIN_TIMEOUT,
+    )
     try:
         wait_until(lambda: count(db, "status = 'completed'") == MEMBERS + 1, RECOVERY_TIMEOUT)
     except AssertionError:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from support import UNREACHABLE
 from ulid import ULID
 
 import venturi
@@ -30,8 +31,6 @@ from venturi.options import TaskOptions
 from venturi.task import Task, eager_session
 from venturi.testing import DrainLimitReached, EagerLimitReached, eager
 from venturi.types import JobRef, OutcomeKind
-
-UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nope"
 
 
 @pytest.fixture

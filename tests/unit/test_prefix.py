@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from support import UNREACHABLE
 
 import venturi
 from venturi.errors import ConfigurationError, InvalidPrefix
 from venturi.naming import DERIVED_SUFFIXES, MAX_PREFIX_LENGTH, Prefix
-
-# Port 1 on loopback: nothing listens, so any attempt to connect would fail loudly
-# with BackendUnavailable instead of the InvalidPrefix these tests expect.
-UNREACHABLE = "postgresql://postgres@127.0.0.1:1/none"
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import orjson
 import pytest
+from support import UNREACHABLE
 
 import venturi
 from venturi.beat import Beat
@@ -19,9 +20,6 @@ from venturi.errors import (
 from venturi.merge import Merge
 from venturi.schedule import Schedule
 from venturi.types import MergeAction, MergeDecision
-
-# Nothing listens on port 1: a test that touched the database would fail loudly.
-UNREACHABLE = "postgresql://postgres@127.0.0.1:1/none"
 
 
 @pytest.fixture
