@@ -44,6 +44,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 __all__ = [
+    "ArgumentTypeMismatch",
     "ArgumentsMismatch",
     "BackendUnavailable",
     "ChecksumMismatch",

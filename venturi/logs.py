@@ -30,6 +30,7 @@ __all__ = [
     "JsonFormatter",
     "LogFormat",
     "configure",
+    "show_in_server",
 ]
 
 LogFormat = Literal["text", "json"]
