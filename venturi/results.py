@@ -3,9 +3,11 @@
 The value is stored as strict JSON on the job's row by the fenced statement
 that records the run's end, so storing it costs no round trip. A value JSON
 cannot hold still completes the job: its result is its text form (``str``),
-and a warning says so. A result longer than the backend's ``result_max_bytes``
+and a warning says so. A result longer than the App's ``result_max_bytes``
 (UTF-8) is not stored at all: the job completes, its journal note says how
-large the result was, and waiting for it raises ``ResultUnavailable``.
+large the result was, and waiting for it raises ``ResultUnavailable``. The
+bound is applied by the runtime before ``finish`` (``bounded``), so it holds
+whatever the backend.
 
 Waiting (``wait_for_result``) reads the row; when the job is not terminal
 yet, it subscribes to the job's own wake-up channel, marks the row awaited
@@ -25,6 +27,7 @@ from typing import Any
 from venturi.backend import Backend, Listener
 from venturi.errors import (
     BackendUnavailable,
+    InvalidArgument,
     InvalidPayload,
     JobFailed,
     JobNotFound,
@@ -66,8 +69,21 @@ def encode_result(value: Any, *, job_id: str, kind: str) -> str:
         return encode_json(text, what="return value")
 
 
+def validate_result_max_bytes(value: object) -> int:
+    """``App(result_max_bytes=)``: a non-negative int (``InvalidArgument`` otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"result_max_bytes must be an int, got {value!r}")
+    if value < 0:
+        raise InvalidArgument(f"result_max_bytes must not be negative, got {value}")
+    return value
+
+
 def bounded(outcome: Outcome, max_bytes: int) -> Outcome:
-    """``outcome`` as a backend stores it: a result over ``max_bytes`` dropped, noted."""
+    """``outcome`` as it is handed to ``finish``: a result over ``max_bytes`` dropped, noted.
+
+    Applied by the runtime above the storage boundary (``runtime/executor.record``),
+    so every backend stores bounded outcomes.
+    """
     result = outcome.result
     if result is None or len(result) * 4 <= max_bytes:
         return outcome
