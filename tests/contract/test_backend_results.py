@@ -1,7 +1,7 @@
-"""Results in the Backend contract (ADR 0124): ``finish`` stores a COMPLETED outcome's
-result as given (the runtime bounds it first), ``read_result`` reads it back with the
-status and last note, and ``await_result`` + ``listen_result`` wake a waiter at the end
-of an awaited job only."""
+"""The Results role (venturi/backend.py, ADR 0124): ``finish`` stores a COMPLETED
+outcome's result as given (the runtime bounds it first, on every backend),
+``read_result`` reads it back with the status and last note, and ``await_result`` +
+``listen_result`` wake a waiter at the end of an awaited job only."""
 
 from __future__ import annotations
 
@@ -9,17 +9,12 @@ import logging
 from typing import Any
 
 import pytest
-from backends import ClaimAll, new_job
+from backends import ClaimAll, new_job, running
 
 from venturi.backend import Backend
 from venturi.results import DEFAULT_RESULT_MAX_BYTES
 from venturi.runtime.executor import Execution, record
-from venturi.types import Claim, Finished, Outcome, OutcomeKind, Status, StoredResult
-
-
-def running(backend: Backend, claim_all: ClaimAll, count: int = 1) -> list[Claim]:
-    backend.enqueue([new_job() for _ in range(count)])
-    return [job.claim for job in claim_all()]
+from venturi.types import Finished, Outcome, OutcomeKind, Status, StoredResult
 
 
 def completed(result: str | None, note: str | None = None) -> Outcome:
