@@ -24,7 +24,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from venturi.backend import Backend, Listener
+from venturi.backend import Listener, Results
 from venturi.errors import (
     BackendUnavailable,
     InvalidArgument,
@@ -104,7 +104,7 @@ def outcome_of(stored: StoredResult, job_id: str) -> Any:
     return decode_json(stored.result)
 
 
-def wait_for_result(backend: Backend, job_id: str, timeout: float | None) -> Any:
+def wait_for_result(backend: Results, job_id: str, timeout: float | None) -> Any:
     """Block until ``job_id`` is terminal (at most ``timeout`` s; None: no limit).
 
     Raises ``JobFailed`` (dead), ``ResultTimeout``, ``JobNotFound`` (no such
@@ -140,11 +140,11 @@ def wait_for_result(backend: Backend, job_id: str, timeout: float | None) -> Any
         listener.close()
 
 
-def status_of(backend: Backend, job_id: str) -> Status:
+def status_of(backend: Results, job_id: str) -> Status:
     return _read(backend, job_id).status
 
 
-def _read(backend: Backend, job_id: str) -> StoredResult:
+def _read(backend: Results, job_id: str) -> StoredResult:
     stored = backend.read_result(job_id)
     if stored is None:
         raise JobNotFound(job_id)

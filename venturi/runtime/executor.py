@@ -325,8 +325,7 @@ def _with_json(outcome: Outcome, task: Task[Any, Any], job: ClaimedJob, ctx: Con
     already ``dead``: then the bad attachment is dropped and the note says so.
     A run that sets no attachment and leaves an empty carry empty changes
     neither column, so its outcome goes as it is: most runs encode nothing and
-    copy no outcome here (the copy and the encoding were 12% of a drained
-    no-op job's worker time; bench/README.md).
+    copy no outcome here (bench/README.md).
     """
     if not ctx.has_attachment and (
         outcome.kind is OutcomeKind.DEAD or (ctx.carry is None and job.carry is None)

@@ -55,6 +55,10 @@ class Runner:
     """Claims jobs of the served ``kinds``, runs them and records their outcomes.
 
     Options:
+        backend: the App's backend. The runner claims (``Claims``) and records
+            (``Leases``) through it; it is the whole ``Backend`` because the
+            worker builds its waiter, pruner and registration from
+            ``runner.backend``.
         tasks: every task the App knows, by kind (recovery needs each backstop).
         kinds: the kinds served, a subset of ``tasks``.
         worker_id: the ``claimed_by`` of the claims (``worker_id()``).
