@@ -1,5 +1,7 @@
-"""The Claims role on PostgreSQL: plain, limited (caps and rates) and fair claims, and
-priority aging.
+"""The Claims role on PostgreSQL: plain, limited and fair claims, and priority aging.
+
+A limited claim (global caps, rate limits; ADR 0128) runs in one transaction
+that locks the limited kinds' rows; a fair claim (ADR 0129) is one statement.
 """
 
 from __future__ import annotations

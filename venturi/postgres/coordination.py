@@ -1,5 +1,8 @@
-"""The Coordination role on PostgreSQL: the database clock, enqueue wake-ups, the wait for
-the next visible job, and leadership by advisory lock.
+"""The Coordination role on PostgreSQL: the clock, wake-ups, the next due job, leadership.
+
+Wake-ups are LISTEN/NOTIFY on a session of their own (a polling stand-in
+behind a pooler without a direct URL); leadership is an advisory lock held by
+a session (or a transaction, behind such a pooler; ADR 0123, 0131).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The Enqueue role on PostgreSQL: inserts (one job, a batch, COPY), dedup merges, the
-caller's transaction, sync and async, and beat's reads by dedup key.
+"""The Enqueue role on PostgreSQL: inserts, dedup merges, and beat's reads by dedup key.
+
+Inserts of one job, a batch or a large batch (COPY), with or without trace
+headers, sync and async, on a pooled session or in the caller's transaction.
 
 The row building, the dedup lock order and the merge decision are shared by
 ``enqueue`` and ``aenqueue`` (module functions below the class), so both paths

@@ -1,5 +1,7 @@
-"""The Leases role on PostgreSQL: finish, renew, release and recover claimed rows, each
-fenced on its claim (ADR 19).
+"""The Leases role on PostgreSQL: finish, renew, release and recover claimed rows.
+
+Each statement is fenced on the claim (ADR 19); outcomes are stored as given
+(the runtime bounds results before ``finish``, ADR 0124).
 """
 
 from __future__ import annotations

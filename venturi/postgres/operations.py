@@ -1,5 +1,7 @@
-"""The Operator role on PostgreSQL: reading jobs back, retrying and cancelling them (one
-or by filter), cleanup, and the counts behind stats and the dashboard.
+"""The Operator role on PostgreSQL: read jobs back, retry, cancel and clean them up.
+
+Retry and cancel act on one job or on a filter; the reads include the counts
+behind stats and the dashboard.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The Results role on PostgreSQL: stored results, the awaited mark and the per-job
-wake-up channel (ADR 0124).
+"""The Results role on PostgreSQL: stored results and their waiters' wake-ups (ADR 0124).
+
+A waiter marks the row awaited; the finish that ends it notifies the job's
+own channel (``store.RESULT_CHANNEL`` and the id).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""The Workflows role on PostgreSQL: a workflow written in one statement, and its steps
-read back (ADR 0125, 0131).
+"""The Workflows role on PostgreSQL: a workflow written in one statement, and read back.
+
+The hand-on of results to children is ``finish``'s (leases.py); dependants are
+ended outside a finish by ``Store._end_dependants`` (recovery, cancel) and
+revived by the operator's retry (operations.py; ADR 0125, 0131).
 """
 
 from __future__ import annotations
