@@ -22,7 +22,12 @@ from venturi.events import Events
 from venturi.naming import BEAT_ROLE, DEFAULT_PREFIX, Prefix
 from venturi.options import TaskOptions, validate_age_after
 from venturi.registry import Registry, default_registry, set_current_app
-from venturi.results import DEFAULT_RESULT_MAX_BYTES, status_of, wait_for_result
+from venturi.results import (
+    DEFAULT_RESULT_MAX_BYTES,
+    status_of,
+    validate_result_max_bytes,
+    wait_for_result,
+)
 from venturi.schedule import Schedule
 from venturi.serialization import is_storable_text
 from venturi.task import Task, TaskDecorator
@@ -96,8 +101,8 @@ class App:
         backend: a ready ``Backend`` (tests, other adapters); overrides the settings above.
         set_as_current: make this the App that default-registry tasks
             (``@venturi.task``) enqueue through, like Celery's ``current_app``.
-        result_max_bytes: the largest result (UTF-8 bytes of its JSON) the
-            default adapter stores (ADR 0124; default 1 MiB); a larger one is
+        result_max_bytes: the largest result (UTF-8 bytes of its JSON) stored,
+            whatever the backend (ADR 0124; default 1 MiB); a larger one is
             not stored, the job still completes and its note says so.
         age_after: priority aging: its workers promote a pending job to HIGH
             once it has been visible this long (a timedelta or seconds), so a
@@ -123,7 +128,7 @@ class App:
         age_after: timedelta | float | None = None,
     ) -> None:
         self.prefix = Prefix.parse(prefix).value
-        self.result_max_bytes = result_max_bytes
+        self.result_max_bytes = validate_result_max_bytes(result_max_bytes)
         self.age_after = validate_age_after(age_after)
         #: The URL given, then the one resolved (``database_url``).
         self._database_url = database_url
@@ -216,7 +221,6 @@ class App:
             prefix=self.prefix,
             direct_url=direct_url,
             transaction_pooling=pooling,
-            result_max_bytes=self.result_max_bytes,
         )
 
     @overload

@@ -1,19 +1,31 @@
-"""The storage boundary (ADR 8): lifecycle verbs in venturi's own types.
+"""The storage boundary (ADR 8): lifecycle verbs in venturi's own types, one Protocol per role.
 
-The worker loop, the registry, the task layer and beat talk to storage only
-through ``Backend``. No SQL, rows, cursors or driver exceptions cross it: a
-driver error comes out as ``BackendUnavailable``. The ``connection`` handle of
-``enqueue`` is typed ``object`` so this module never names psycopg; the
-PostgreSQL adapter documents which handles it accepts.
+Each caller types against the role it uses, so what it may ask of storage is
+written in its signature: the task layer and beat enqueue (``Enqueue``), the
+claim runner takes jobs (``Claims``), the committer, lease keeper and a
+stopping worker act on claimed rows (``Leases``), waiters and leaders agree on
+time, wake-ups and roles (``Coordination``), the App's operator methods read
+and change jobs (``Operator``), workers keep the registry (``Workers``),
+result waiters read outcomes (``Results``), workflows are written and read
+(``Workflows``), and the App runs migrations and the start check and closes
+(``Schema``). ``Backend`` is their union: what an adapter implements and what
+the App holds. ``queries.sql`` and the PostgreSQL adapter's modules follow the
+same roles in the same order.
+
+No SQL, rows, cursors or driver exceptions cross the boundary: a driver error
+comes out as ``BackendUnavailable``. The ``connection`` handle of ``enqueue``
+is typed ``object`` so this module never names psycopg; the PostgreSQL adapter
+documents which handles it accepts.
 
 Every method that changes a claimed row takes the ``Claim`` and is fenced on it
 (``status='claimed'``, same ``claimed_by``, same ``run_count``; ADR 19): a
 worker that lost its lease can never overwrite a newer claim's outcome.
 
 Each member's docstring is its contract: what a second implementation must do
-for ``tests/contract/`` (run against every implementation) to pass. Unless a
-member says otherwise, an unreachable store raises ``BackendUnavailable`` and
-a prefix whose tables do not exist raises ``SchemaMissing``.
+for ``tests/contract/`` (run against every implementation, one module per
+role) to pass. Unless a member says otherwise, an unreachable store raises
+``BackendUnavailable`` and a prefix whose tables do not exist raises
+``SchemaMissing``.
 """
 
 from __future__ import annotations
@@ -49,6 +61,22 @@ from venturi.types import (
     Workflow,
     WorkflowSummary,
 )
+
+__all__ = [
+    "CAP_RECHECK",
+    "Backend",
+    "Claims",
+    "Coordination",
+    "Enqueue",
+    "Leadership",
+    "Leases",
+    "Listener",
+    "Operator",
+    "Results",
+    "Schema",
+    "Workers",
+    "Workflows",
+]
 
 #: How long ``claim_limited`` reports a kind at its global cap as throttled: a
 #: slot freed by another worker is noticed within this (ADR 0128).
@@ -93,15 +121,13 @@ class Leadership(Protocol):
         ...
 
 
-class Backend(Protocol):
-    def migrate(self) -> list[AppliedMigration]:
-        """Apply pending migrations in version order (ADR 24); returns those applied now.
+class Enqueue(Protocol):
+    """Writing jobs (ADR 10, 12, 0122).
 
-        Idempotent: ``[]`` when up to date. Raises ``ChecksumMismatch`` or
-        ``DatabaseAhead`` (nothing applied), ``MigrationError`` when a file fails
-        (that file rolled back).
-        """
-        ...
+    Used by the task layer (``delay``, ``apply_async``, ``delay_many`` and their
+    async forms, through ``Task``'s enqueuer) and by beat, which also reads back,
+    by their dedup keys, the rows its ticks wrote (ADR 0108).
+    """
 
     def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
         """Insert jobs (deduplicating per ADR 10), one ref per input, in input order.
@@ -117,6 +143,41 @@ class Backend(Protocol):
         it commits. ``[]`` writes nothing.
         """
         ...
+
+    async def aenqueue(
+        self, jobs: Sequence[NewJob], *, connection: object | None = None
+    ) -> list[JobRef]:
+        """``enqueue``, awaited: the same rows, refs, dedup decisions and wake-ups.
+
+        Without ``connection`` it runs on sessions of the running event loop,
+        opened on the first call there; with one (the adapter's async handle,
+        e.g. a ``psycopg.AsyncConnection``) it runs inside the caller's
+        transaction. A handle of the wrong kind raises ``InvalidArgument``
+        before anything is sent.
+        """
+        ...
+
+    def pending_with_dedup_prefix(self, dedup_prefix: str) -> list[JobRow]:
+        """Pending rows whose dedup key starts with ``dedup_prefix`` (beat bookkeeping).
+
+        Any kind, in no particular order; ``[]`` when none.
+        """
+        ...
+
+    def latest_with_dedup_key(self, kind: str, dedup_key: str) -> JobRow | None:
+        """The row of ``kind`` with this dedup key and the latest ``visible_at``, any status.
+
+        ``None`` when no row has them.
+        """
+        ...
+
+
+class Claims(Protocol):
+    """Taking jobs: each claim makes rows ``claimed`` under a lease (ADR 3, 0128, 0129).
+
+    Used by the claim runner (``runtime/runner.py``), the one path of the worker,
+    ``Worker.run_once`` and ``venturi.testing.drain``.
+    """
 
     def claim(
         self,
@@ -142,6 +203,67 @@ class Backend(Protocol):
         """
         ...
 
+    def claim_limited(
+        self,
+        *,
+        kinds: Collection[str],
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        limits: Mapping[str, KindLimits],
+        horizon: timedelta = timedelta(0),
+        floors: Mapping[str, ClaimFloor] | None = None,
+    ) -> LimitedClaim:
+        """``claim``, with the kinds in ``limits`` bounded across every claimer (ADR 0128).
+
+        In one transaction, serialized per limited kind across claimers: a kind
+        with ``global_concurrency`` gets at most that many minus its rows
+        already ``claimed`` (by anyone); a kind with a ``rate_limit`` at most
+        the starts due by now (``burst`` at once, then one per ``interval``),
+        and the starts it takes are spent. A kind that gets no room is left out
+        of the claim and reported in ``throttled`` with how long until it may
+        have some (the next rate token; a short recheck at the cap). Kinds of
+        ``kinds`` not in ``limits`` are claimed as by ``claim``.
+        """
+        ...
+
+    def claim_fair(
+        self,
+        *,
+        kind: str,
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        horizon: timedelta = timedelta(0),
+    ) -> list[ClaimedJob]:
+        """``claim`` for one kind whose jobs carry a fair key (ADR 0129): the keys take turns.
+
+        Tiers stay strict; within a tier, the keys with a visible job are served
+        one job each, starting after the key the kind's previous fair claim
+        served last (wrapping around), before any key gets a second job. The
+        jobs come back in that order. Jobs of the kind without a key are not
+        claimed here.
+        """
+        ...
+
+    def promote_waiting(self, kinds: Collection[str], *, age_after: timedelta, limit: int) -> int:
+        """Priority aging: up to ``limit`` pending jobs per kind of ``kinds`` that have
+        been visible for ``age_after`` or longer become HIGH; returns how many.
+
+        Their ``created_at`` is untouched, so among HIGH jobs they come first.
+        Rows another claimer holds are skipped.
+        """
+        ...
+
+
+class Leases(Protocol):
+    """What happens to a claimed row, each verb fenced on its claim (ADR 19, 21, 0104).
+
+    Used by the committer (``finish``, through ``runtime/executor.record``), the
+    lease keeper (``renew_leases``, ``recover_stale``; ``runtime/leases.py``), and
+    a stopping worker or a drain left with claims (``release``).
+    """
+
     def finish(self, results: Sequence[Finished]) -> set[str]:
         """Record outcomes (row change + journal entry, atomically), fenced per claim.
 
@@ -155,10 +277,11 @@ class Backend(Protocol):
         <kind>[: <note>])`` (ADR 0121). ``[]`` gives ``set()``.
 
         A COMPLETED outcome's ``result`` is stored as the job's result (ADR 0124),
-        unless longer than the backend's ``result_max_bytes`` (UTF-8): then no
-        result is stored and the journal note says how large it was. A waiter of
-        a job that ends COMPLETED or DEAD (``await_result``) is woken by the same
-        statement, at its commit; jobs nobody awaits send nothing.
+        as given: the size bound is applied above the boundary, before ``finish``
+        (``results.bounded``, the App's ``result_max_bytes``), so an outcome
+        over it arrives with no result and a note saying how large it was. A
+        waiter of a job that ends COMPLETED or DEAD (``await_result``) is woken
+        by the same statement, at its commit; jobs nobody awaits send nothing.
         """
         ...
 
@@ -195,6 +318,16 @@ class Backend(Protocol):
         """
         ...
 
+
+class Coordination(Protocol):
+    """What workers and beats wait and agree on: the database clock, wake-ups,
+    exclusive roles (ADR 20, 0102, 0131).
+
+    Used by the worker's waiter (``listen``, ``time_until_visible``;
+    ``runtime/waiting.py``), beat (``now``, ``try_lead``), the pruner
+    (``try_lead``) and the App (``leader``, for the CLI and the dashboard).
+    """
+
     def time_until_visible(self, kinds: Collection[str]) -> timedelta | None:
         """Database time until the soonest pending ``visible_at`` among ``kinds``.
 
@@ -219,19 +352,23 @@ class Backend(Protocol):
         """
         ...
 
-    def pending_with_dedup_prefix(self, dedup_prefix: str) -> list[JobRow]:
-        """Pending rows whose dedup key starts with ``dedup_prefix`` (beat bookkeeping).
+    def leader(self, role: str) -> Leader | None:
+        """Who holds ``role`` of this prefix now (``try_lead``'s), or None when nobody does.
 
-        Any kind, in no particular order; ``[]`` when none.
+        Read from the held role itself, not from a record its holder writes:
+        a holder that died stops being shown when its session ends, and
+        holding a role costs no write (ADR 0131).
         """
         ...
 
-    def latest_with_dedup_key(self, kind: str, dedup_key: str) -> JobRow | None:
-        """The row of ``kind`` with this dedup key and the latest ``visible_at``, any status.
 
-        ``None`` when no row has them.
-        """
-        ...
+class Operator(Protocol):
+    """Reading and changing jobs by hand (ADR 18, 0105, 0121).
+
+    Used by the App's operator methods (and through them the CLI, the dashboard
+    and contrib), by beat (``cancel_job`` of a tick it supersedes) and by the
+    pruner (``cleanup``).
+    """
 
     def get_job(self, job_id: str) -> JobDetail | None:
         """The row and its journal in recording (id) order; ``None`` when no such job."""
@@ -246,6 +383,31 @@ class Backend(Protocol):
         ``next`` is the cursor of the last row when the page is full, else ``None``;
         rows enqueued meanwhile never appear on later pages.
         """
+        ...
+
+    def list_job_summaries(
+        self,
+        *,
+        status: Status | None,
+        kind: str | None,
+        note: str | None,
+        limit: int,
+        after: Cursor | None,
+    ) -> SummaryPage:
+        """``list_jobs`` with each row's last journal entry, optionally matching ``note`` text."""
+        ...
+
+    def count_jobs(self, *, status: Status | None, kind: str | None, note: str | None) -> int:
+        """How many jobs match the filters of ``list_job_summaries``."""
+        ...
+
+    def stats(self) -> Stats:
+        """Counts per kind and status (kinds with rows only), scheduled and oldest
+        eligible age per kind; no kinds for an empty queue."""
+        ...
+
+    def throughput(self, window: timedelta) -> Throughput:
+        """Completed and dead jobs per kind and minute, from ``window`` before this minute."""
         ...
 
     def retry_job(self, job_id: str) -> JobRow:
@@ -265,44 +427,6 @@ class Backend(Protocol):
         """
         ...
 
-    def cleanup(self, *, older_than: timedelta, status: Status | None, batch_size: int) -> int:
-        """Delete terminal jobs finished before ``now() - older_than``, in batches.
-
-        Only ``completed``/``dead`` rows (only ``status`` when given), journals
-        with them; batches of ``batch_size`` until one comes back short. Returns
-        how many jobs were deleted; pending and claimed rows are never deleted.
-        """
-        ...
-
-    def stats(self) -> Stats:
-        """Counts per kind and status (kinds with rows only), scheduled and oldest
-        eligible age per kind; no kinds for an empty queue."""
-        ...
-
-    def close(self) -> None:
-        """Close the backend's own connections; idempotent. Listeners and
-        leaderships it handed out are closed by their holders."""
-
-    def throughput(self, window: timedelta) -> Throughput:
-        """Completed and dead jobs per kind and minute, from ``window`` before this minute."""
-        ...
-
-    def list_job_summaries(
-        self,
-        *,
-        status: Status | None,
-        kind: str | None,
-        note: str | None,
-        limit: int,
-        after: Cursor | None,
-    ) -> SummaryPage:
-        """``list_jobs`` with each row's last journal entry, optionally matching ``note`` text."""
-        ...
-
-    def count_jobs(self, *, status: Status | None, kind: str | None, note: str | None) -> int:
-        """How many jobs match the filters of ``list_job_summaries``."""
-        ...
-
     def retry_matching(self, *, kind: str | None, note: str | None, batch_size: int) -> int:
         """Retry up to ``batch_size`` matching ``dead`` jobs, as ``retry_job``; returns how many."""
         ...
@@ -313,34 +437,23 @@ class Backend(Protocol):
         """Cancel up to ``batch_size`` matching ``pending`` jobs, as ``cancel_job``; how many."""
         ...
 
-    async def aenqueue(
-        self, jobs: Sequence[NewJob], *, connection: object | None = None
-    ) -> list[JobRef]:
-        """``enqueue``, awaited: the same rows, refs, dedup decisions and wake-ups.
+    def cleanup(self, *, older_than: timedelta, status: Status | None, batch_size: int) -> int:
+        """Delete terminal jobs finished before ``now() - older_than``, in batches.
 
-        Without ``connection`` it runs on sessions of the running event loop,
-        opened on the first call there; with one (the adapter's async handle,
-        e.g. a ``psycopg.AsyncConnection``) it runs inside the caller's
-        transaction. A handle of the wrong kind raises ``InvalidArgument``
-        before anything is sent.
+        Only ``completed``/``dead`` rows (only ``status`` when given), journals
+        with them; batches of ``batch_size`` until one comes back short. Returns
+        how many jobs were deleted; pending and claimed rows are never deleted.
         """
         ...
 
-    async def aclose(self) -> None:
-        """``close``, from async code: the running loop's sessions are closed by awaiting."""
-        ...
 
-    def check_schema(self) -> str:
-        """Check that this prefix's tables are there and readable; returns where the
-        data lives, for a start banner (``host:port/dbname``, never a password).
+class Workers(Protocol):
+    """The worker registry (ADR 0119).
 
-        Uses a session of its own, so a refusal is reported at once rather than
-        after a pool's wait. Raises ``SchemaMissing`` (run ``venturi migrate``),
-        ``DatabaseRefused`` (no such database, login refused) or
-        ``BackendUnavailable`` (an outage). Services call it once at start
-        (ADR 0118).
-        """
-        ...
+    Written by each worker's registration service (``runtime/registration.py``:
+    ``register_worker``, ``heartbeat_worker``, ``deregister_worker``,
+    ``unserved_kinds``); read by the App (``list_workers``, ``unserved_kinds``).
+    """
 
     def register_worker(self, worker: WorkerRegistration, *, expires_in: timedelta) -> None:
         """Write ``worker``'s registry entry afresh: started and heartbeat now, running 0,
@@ -372,7 +485,13 @@ class Backend(Protocol):
         registry entry serves, sorted; ``[]`` when every due kind is served."""
         ...
 
-    # -- results (ADR 0124) ---------------------------------------------------------
+
+class Results(Protocol):
+    """Jobs' stored results and the wake-ups of their waiters (ADR 0124).
+
+    Used by ``results.wait_for_result`` and ``results.status_of`` (the App's
+    ``result`` and ``status``).
+    """
 
     def read_result(self, job_id: str) -> StoredResult | None:
         """The job's status, stored result (encoded JSON; ``None`` when none is
@@ -392,40 +511,14 @@ class Backend(Protocol):
         ends not recorded by ``finish`` (recovery, cancel) send none, so waiters poll."""
         ...
 
-    def claim_limited(
-        self,
-        *,
-        kinds: Collection[str],
-        limit: int,
-        worker_id: str,
-        lease: timedelta,
-        limits: Mapping[str, KindLimits],
-        horizon: timedelta = timedelta(0),
-        floors: Mapping[str, ClaimFloor] | None = None,
-    ) -> LimitedClaim:
-        """``claim``, with the kinds in ``limits`` bounded across every claimer (ADR 0128).
 
-        In one transaction, serialized per limited kind across claimers: a kind
-        with ``global_concurrency`` gets at most that many minus its rows
-        already ``claimed`` (by anyone); a kind with a ``rate_limit`` at most
-        the starts due by now (``burst`` at once, then one per ``interval``),
-        and the starts it takes are spent. A kind that gets no room is left out
-        of the claim and reported in ``throttled`` with how long until it may
-        have some (the next rate token; a short recheck at the cap). Kinds of
-        ``kinds`` not in ``limits`` are claimed as by ``claim``.
-        """
-        ...
+class Workflows(Protocol):
+    """Chains and chords as rows (ADR 0125, 0131).
 
-    def promote_waiting(self, kinds: Collection[str], *, age_after: timedelta, limit: int) -> int:
-        """Priority aging: up to ``limit`` pending jobs per kind of ``kinds`` that have
-        been visible for ``age_after`` or longer become HIGH; returns how many.
-
-        Their ``created_at`` is untouched, so among HIGH jobs they come first.
-        Rows another claimer holds are skipped.
-        """
-        ...
-
-    # -- workflows (ADR 0125) -------------------------------------------------------
+    Written by ``workflows.py`` (``enqueue_workflow``); read by the App
+    (``workflow``, ``workflows``, ``workflow_of``). ``finish`` (``Leases``) hands
+    results on.
+    """
 
     def enqueue_workflow(self, workflow: NewWorkflow) -> None:
         """Write every step (the first ones pending, the others waiting) and edge of
@@ -439,15 +532,6 @@ class Backend(Protocol):
         has none (no such workflow, or cleaned up)."""
         ...
 
-    def leader(self, role: str) -> Leader | None:
-        """Who holds ``role`` of this prefix now (``try_lead``'s), or None when nobody does.
-
-        Read from the held role itself, not from a record its holder writes:
-        a holder that died stops being shown when its session ends, and
-        holding a role costs no write (ADR 0131).
-        """
-        ...
-
     def list_workflows(self, *, limit: int, before: str | None) -> list[WorkflowSummary]:
         """Up to ``limit`` workflows, newest first, each with its steps counted by state;
         only those created before the workflow ``before`` (its id) when given."""
@@ -458,21 +542,48 @@ class Backend(Protocol):
         plain job or an unknown id."""
         ...
 
-    def claim_fair(
-        self,
-        *,
-        kind: str,
-        limit: int,
-        worker_id: str,
-        lease: timedelta,
-        horizon: timedelta = timedelta(0),
-    ) -> list[ClaimedJob]:
-        """``claim`` for one kind whose jobs carry a fair key (ADR 0129): the keys take turns.
 
-        Tiers stay strict; within a tier, the keys with a visible job are served
-        one job each, starting after the key the kind's previous fair claim
-        served last (wrapping around), before any key gets a second job. The
-        jobs come back in that order. Jobs of the kind without a key are not
-        claimed here.
+class Schema(Protocol):
+    """The schema and the backend's own lifecycle (ADR 24, 0118).
+
+    Used by the App: ``migrate``, ``check_schema`` (each service's start check)
+    and ``close``/``aclose``.
+    """
+
+    def migrate(self) -> list[AppliedMigration]:
+        """Apply pending migrations in version order (ADR 24); returns those applied now.
+
+        Idempotent: ``[]`` when up to date. Raises ``ChecksumMismatch`` or
+        ``DatabaseAhead`` (nothing applied), ``MigrationError`` when a file fails
+        (that file rolled back).
         """
         ...
+
+    def check_schema(self) -> str:
+        """Check that this prefix's tables are there and readable; returns where the
+        data lives, for a start banner (``host:port/dbname``, never a password).
+
+        Uses a session of its own, so a refusal is reported at once rather than
+        after a pool's wait. Raises ``SchemaMissing`` (run ``venturi migrate``),
+        ``DatabaseRefused`` (no such database, login refused) or
+        ``BackendUnavailable`` (an outage). Services call it once at start
+        (ADR 0118).
+        """
+        ...
+
+    def close(self) -> None:
+        """Close the backend's own connections; idempotent. Listeners and
+        leaderships it handed out are closed by their holders."""
+
+    async def aclose(self) -> None:
+        """``close``, from async code: the running loop's sessions are closed by awaiting."""
+        ...
+
+
+class Backend(
+    Enqueue, Claims, Leases, Coordination, Operator, Workers, Results, Workflows, Schema, Protocol
+):
+    """Every role: what a storage adapter implements and what the App holds.
+
+    A caller that needs one role types against it, not against ``Backend``.
+    """

@@ -3,9 +3,11 @@
 The value is stored as strict JSON on the job's row by the fenced statement
 that records the run's end, so storing it costs no round trip. A value JSON
 cannot hold still completes the job: its result is its text form (``str``),
-and a warning says so. A result longer than the backend's ``result_max_bytes``
+and a warning says so. A result longer than the App's ``result_max_bytes``
 (UTF-8) is not stored at all: the job completes, its journal note says how
-large the result was, and waiting for it raises ``ResultUnavailable``.
+large the result was, and waiting for it raises ``ResultUnavailable``. The
+bound is applied by the runtime before ``finish`` (``bounded``), so it holds
+whatever the backend.
 
 Waiting (``wait_for_result``) reads the row; when the job is not terminal
 yet, it subscribes to the job's own wake-up channel, marks the row awaited
@@ -22,9 +24,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from venturi.backend import Backend, Listener
+from venturi.backend import Listener, Results
 from venturi.errors import (
     BackendUnavailable,
+    InvalidArgument,
     InvalidPayload,
     JobFailed,
     JobNotFound,
@@ -66,8 +69,21 @@ def encode_result(value: Any, *, job_id: str, kind: str) -> str:
         return encode_json(text, what="return value")
 
 
+def validate_result_max_bytes(value: object) -> int:
+    """``App(result_max_bytes=)``: a non-negative int (``InvalidArgument`` otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"result_max_bytes must be an int, got {value!r}")
+    if value < 0:
+        raise InvalidArgument(f"result_max_bytes must not be negative, got {value}")
+    return value
+
+
 def bounded(outcome: Outcome, max_bytes: int) -> Outcome:
-    """``outcome`` as a backend stores it: a result over ``max_bytes`` dropped, noted."""
+    """``outcome`` as it is handed to ``finish``: a result over ``max_bytes`` dropped, noted.
+
+    Applied by the runtime above the storage boundary (``runtime/executor.record``),
+    so every backend stores bounded outcomes.
+    """
     result = outcome.result
     if result is None or len(result) * 4 <= max_bytes:
         return outcome
@@ -88,7 +104,7 @@ def outcome_of(stored: StoredResult, job_id: str) -> Any:
     return decode_json(stored.result)
 
 
-def wait_for_result(backend: Backend, job_id: str, timeout: float | None) -> Any:
+def wait_for_result(backend: Results, job_id: str, timeout: float | None) -> Any:
     """Block until ``job_id`` is terminal (at most ``timeout`` s; None: no limit).
 
     Raises ``JobFailed`` (dead), ``ResultTimeout``, ``JobNotFound`` (no such
@@ -124,11 +140,11 @@ def wait_for_result(backend: Backend, job_id: str, timeout: float | None) -> Any
         listener.close()
 
 
-def status_of(backend: Backend, job_id: str) -> Status:
+def status_of(backend: Results, job_id: str) -> Status:
     return _read(backend, job_id).status
 
 
-def _read(backend: Backend, job_id: str) -> StoredResult:
+def _read(backend: Results, job_id: str) -> StoredResult:
     stored = backend.read_result(job_id)
     if stored is None:
         raise JobNotFound(job_id)

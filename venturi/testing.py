@@ -138,7 +138,13 @@ def drain(
     tasks = app.tasks()
     if any(tasks[kind].is_async for kind in served):
         refuse_inside_event_loop("drain")  # before any claim, so no job is left claimed
-    runner = Runner(app.backend, app.tasks(), kinds=served, worker_id=worker_id())
+    runner = Runner(
+        app.backend,
+        app.tasks(),
+        kinds=served,
+        worker_id=worker_id(),
+        result_max_bytes=app.result_max_bytes,
+    )
     request = runner.plan.request(free=1, running={}, is_renewed=False)
     assert request is not None  # one free slot, nothing running: every kind has room
     horizon = SCHEDULED_HORIZON if include_scheduled else timedelta(0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 from pgbouncer import shared_pgbouncer
@@ -17,7 +18,7 @@ from ulid import ULID
 from venturi.backend import Backend
 from venturi.postgres import PostgresBackend
 from venturi.postgres.backend import COPY_THRESHOLD
-from venturi.types import ClaimedJob, MergeResolver, NewJob, Priority
+from venturi.types import Claim, ClaimedJob, MergeResolver, NewJob, Priority
 
 LEASE = timedelta(minutes=1)
 WORKER = "contract-host:1"
@@ -90,3 +91,15 @@ def new_job(
         merge=merge,
         fair_key=fair_key,
     )
+
+
+def running(backend: Backend, claim_all: ClaimAll, count: int = 1) -> list[Claim]:
+    """``count`` fresh jobs, enqueued and claimed: their claims."""
+    backend.enqueue([new_job() for _ in range(count)])
+    return [job.claim for job in claim_all()]
+
+
+def stored_row(db: Any, job_id: str) -> dict[str, Any]:
+    """The job's row as stored, read with plain SQL."""
+    job: dict[str, Any] = db.one("SELECT * FROM {{prefix}}_jobs WHERE id = %s", (job_id,))
+    return job

@@ -1,8 +1,8 @@
 """The Backend conformance suite's fixtures: every test here runs once per implementation.
 
 As River's driver test suite does, the behaviour of the Backend protocol
-(venturi/backend.py, one contract per member) is written once and run against
-each entry of ``backends.CASES``. Rows are checked with plain SQL (``db``)
+(venturi/backend.py, one contract per member; one test module per role) is written
+once and run against each entry of ``backends.CASES``. Rows are checked with plain SQL (``db``)
 where the protocol has no reader for them, so an implementation under test
 stores into the test database's tables of the module's prefix.
 """
@@ -16,12 +16,34 @@ import psycopg
 import pytest
 from backends import CASES, LEASE, WORKER, BackendCase, ClaimAll
 
-from venturi.backend import Backend
+from venturi.backend import (
+    Backend,
+    Claims,
+    Coordination,
+    Enqueue,
+    Leases,
+    Operator,
+    Results,
+    Schema,
+    Workers,
+    Workflows,
+)
 from venturi.postgres import PostgresBackend
 from venturi.types import ClaimedJob
 
-#: Static conformance, verified by mypy: tests/contract/test_backend_typing.py runs it here.
+#: Static conformance, verified by mypy: tests/contract/test_backend_roles.py runs it here. The
+#: adapter is a Backend, so each role is implied; each is checked on its own too, so a
+#: mismatch is reported against the role that declares the member.
 _backend_check: type[Backend] = PostgresBackend
+_enqueue_check: type[Enqueue] = PostgresBackend
+_claims_check: type[Claims] = PostgresBackend
+_leases_check: type[Leases] = PostgresBackend
+_coordination_check: type[Coordination] = PostgresBackend
+_operator_check: type[Operator] = PostgresBackend
+_workers_check: type[Workers] = PostgresBackend
+_results_check: type[Results] = PostgresBackend
+_workflows_check: type[Workflows] = PostgresBackend
+_schema_check: type[Schema] = PostgresBackend
 
 
 @pytest.fixture(params=CASES, ids=[case.name for case in CASES])

@@ -1,5 +1,6 @@
-"""What workers and beats wait and agree on: time_until_visible, now, listen, try_lead and
-leader (ADR 20, 0102, 0108, 0131; the contract in venturi/backend.py)."""
+"""The Coordination role (venturi/backend.py): what workers and beats wait and agree on,
+``time_until_visible``, ``now``, ``listen``, ``try_lead`` and ``leader`` (ADR 20, 0102,
+0108, 0131)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,37 @@
-"""Backend.enqueue: rows, order, batches of every size, dedup decisions, and the caller's
-transaction (ADR 10, 12; the contract in venturi/backend.py)."""
+"""The Enqueue role (venturi/backend.py): ``enqueue``'s rows, order, batches of every
+size, dedup decisions and the caller's transaction; trace headers and fair keys stored
+on every insert path; beat's two reads by dedup key (ADR 10, 12, 0108, 0127, 0129).
+``aenqueue`` has test_backend_enqueue_async.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
-from backends import BackendCase, ClaimAll, new_job
+from backends import KIND, BackendCase, ClaimAll, new_job
 from ulid import ULID
 
 from venturi.backend import Backend
-from venturi.types import JobRef, MergeAction, MergeDecision, NewJob, Priority
+from venturi.types import (
+    Finished,
+    JobRef,
+    JobRow,
+    MergeAction,
+    MergeDecision,
+    NewJob,
+    Outcome,
+    OutcomeKind,
+    Priority,
+    Status,
+)
+
+# -- rows, order, batches --------------------------------------------------------------
 
 
 def test_one_job_becomes_one_pending_row_visible_from_its_enqueue_time(
@@ -290,3 +307,134 @@ def test_a_deduplicated_enqueue_inside_a_rolled_back_transaction_leaves_no_merge
 
     assert [row["id"] for row in db.jobs()] == [existing.id]
     assert db.journal() == []
+
+
+# -- trace headers (ADR 0127) ----------------------------------------------------------
+
+
+HEADERS = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+
+
+def sizes(case: BackendCase) -> list[int]:
+    return [1, 3, case.large_batch]
+
+
+@pytest.mark.parametrize("size_index", [0, 1, 2])
+@pytest.mark.parametrize("is_async", [False, True], ids=["enqueue", "aenqueue"])
+def test_headers_are_stored_and_claimed_back(
+    backend: Backend,
+    backend_case: BackendCase,
+    claim_all: ClaimAll,
+    size_index: int,
+    is_async: bool,
+) -> None:
+    size = sizes(backend_case)[size_index]
+    jobs = [replace(new_job(), headers=HEADERS) for _ in range(size)]
+    if size > 1:
+        jobs[-1] = new_job()  # one without, in the same batch
+    if is_async:
+
+        async def write() -> None:
+            await backend.aenqueue(jobs)
+            await backend.aclose()
+
+        asyncio.run(write())
+    else:
+        backend.enqueue(jobs)
+    claimed = {job.claim.job_id: job.headers for job in claim_all(limit=size)}
+    expected = {job.id: job.headers for job in jobs}
+    assert claimed == expected
+
+
+def test_a_deduplicated_job_keeps_its_headers(
+    backend: Backend, claim_all: ClaimAll, db: Any
+) -> None:
+    [ref] = backend.enqueue([replace(new_job(dedup_key="k"), headers=HEADERS)])
+    [job] = claim_all()
+    assert job.claim.job_id == ref.id
+    assert job.headers == HEADERS
+    assert db.one("SELECT headers FROM {{prefix}}_jobs WHERE id = %s", (ref.id,)) == {
+        "headers": HEADERS
+    }
+
+
+# -- fair keys (ADR 0129) --------------------------------------------------------------
+
+
+def test_every_enqueue_path_stores_the_fair_key(
+    backend: Backend, backend_case: BackendCase, db: Any
+) -> None:
+    """enqueue_job, enqueue_jobs, COPY, and their forms with trace headers (ADR 0127)."""
+    headers = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    single = new_job(fair_key="single")
+    batch = [new_job(fair_key=f"batch-{i}") for i in range(3)]
+    large = [new_job(fair_key=f"large-{i % 7}") for i in range(backend_case.large_batch)]
+    traced_single = new_job(fair_key="traced-single")
+    traced_batch = [new_job(fair_key="traced-batch"), new_job()]
+    traced_large = [new_job(fair_key="traced-large") for _ in range(backend_case.large_batch)]
+    backend.enqueue([single])
+    backend.enqueue(batch)
+    backend.enqueue(large)
+    for jobs in ([traced_single], traced_batch, traced_large):
+        backend.enqueue([replace(job, headers=headers) for job in jobs])
+
+    stored = {row["id"]: row for row in db.all("SELECT id, fair_key, headers FROM {{prefix}}_jobs")}
+
+    every = [single, *batch, *large, traced_single, *traced_batch, *traced_large]
+    assert {j.id: stored[j.id]["fair_key"] for j in every} == {j.id: j.fair_key for j in every}
+    assert stored[traced_large[-1].id]["headers"] == headers
+
+
+# -- beat's lookups (ADR 0108) ----------------------------------------------------------
+
+
+def test_pending_with_dedup_prefix_finds_only_pending_rows_whose_key_starts_with_it(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    claimed = new_job("contract.a", dedup_key="beat:a")
+    backend.enqueue([claimed])
+    claim_all(["contract.a"])
+    wanted = [new_job("contract.b", dedup_key="beat:b"), new_job(dedup_key="beat:c:1")]
+    others = [new_job(dedup_key="xbeat:d"), new_job(dedup_key="beat_e"), new_job()]
+    backend.enqueue(wanted + others)
+
+    found = backend.pending_with_dedup_prefix("beat:")
+
+    assert sorted(row.id for row in found) == sorted(job.id for job in wanted)
+    assert all(isinstance(row, JobRow) and row.status is Status.PENDING for row in found)
+    assert backend.pending_with_dedup_prefix("nothing:") == []
+
+
+def test_a_dedup_prefix_is_matched_literally_not_as_a_pattern(backend: Backend) -> None:
+    literal, lookalike = new_job(dedup_key="a%_b:1"), new_job(dedup_key="axyb:1")
+    backend.enqueue([literal, lookalike])
+
+    assert [row.id for row in backend.pending_with_dedup_prefix("a%_b:")] == [literal.id]
+
+
+def test_latest_with_dedup_key_is_the_row_visible_last_in_any_status(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    done = new_job(dedup_key="beat:t")
+    backend.enqueue([done])
+    [claimed] = claim_all()
+    backend.finish([Finished(claimed.claim, Outcome(OutcomeKind.COMPLETED))])
+    assert backend.latest_with_dedup_key(KIND, "beat:t") == _row(backend, done.id)
+
+    later = new_job(dedup_key="beat:t", delay=timedelta(hours=2))
+    sooner = new_job(dedup_key="beat:t", delay=timedelta(hours=1))
+    backend.enqueue([later])
+    backend.enqueue([sooner])
+    backend.enqueue([new_job("contract.other", dedup_key="beat:t", delay=timedelta(days=1))])
+
+    latest = backend.latest_with_dedup_key(KIND, "beat:t")
+
+    assert latest is not None and latest.id == later.id
+    assert backend.latest_with_dedup_key(KIND, "beat:none") is None
+    assert backend.latest_with_dedup_key("contract.none", "beat:t") is None
+
+
+def _row(backend: Backend, job_id: str) -> JobRow:
+    detail = backend.get_job(job_id)
+    assert detail is not None
+    return detail.job

@@ -1,22 +1,20 @@
-"""Results in the Backend contract (ADR 0124): ``finish`` stores a COMPLETED outcome's
-result (bounded), ``read_result`` reads it back with the status and last note, and
-``await_result`` + ``listen_result`` wake a waiter at the end of an awaited job only."""
+"""The Results role (venturi/backend.py, ADR 0124): ``finish`` stores a COMPLETED
+outcome's result as given (the runtime bounds it first, on every backend),
+``read_result`` reads it back with the status and last note, and ``await_result`` +
+``listen_result`` wake a waiter at the end of an awaited job only."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from backends import ClaimAll, new_job
+import pytest
+from backends import ClaimAll, new_job, running
 
 from venturi.backend import Backend
-from venturi.postgres import PostgresBackend
 from venturi.results import DEFAULT_RESULT_MAX_BYTES
-from venturi.types import Claim, Finished, Outcome, OutcomeKind, Status, StoredResult
-
-
-def running(backend: Backend, claim_all: ClaimAll, count: int = 1) -> list[Claim]:
-    backend.enqueue([new_job() for _ in range(count)])
-    return [job.claim for job in claim_all()]
+from venturi.runtime.executor import Execution, record
+from venturi.types import Finished, Outcome, OutcomeKind, Status, StoredResult
 
 
 def completed(result: str | None, note: str | None = None) -> Outcome:
@@ -47,23 +45,29 @@ def test_read_result_of_an_unknown_id_is_none(backend: Backend) -> None:
     assert backend.read_result("01J00000000000000000000000") is None
 
 
-def test_a_result_over_the_bound_is_not_stored_and_the_note_says_so(
-    database_url: str, prefix: str, backend: Backend, claim_all: ClaimAll
+def test_a_result_over_the_bound_is_dropped_above_the_boundary_and_the_note_says_so(
+    backend: Backend, claim_all: ClaimAll, caplog: pytest.LogCaptureFixture
 ) -> None:
-    small = PostgresBackend(database_url, prefix=prefix, result_max_bytes=10)
-    try:
-        fits, over = running(backend, claim_all, 2)
-        small.finish(
-            [Finished(fits, completed('"ten byte"')), Finished(over, completed('"ääää_"'))]
-        )
-    finally:
-        small.close()
+    """The runtime's ``record`` bounds each outcome before ``finish``, so every backend
+    stores the same: no result and a note saying how large it was (ADR 0124)."""
+    backend.enqueue([new_job(), new_job()])
+    fits, over = claim_all()
 
-    assert backend.read_result(fits.job_id) == StoredResult(Status.COMPLETED, '"ten byte"', None)
-    stored = backend.read_result(over.job_id)
-    assert stored == StoredResult(
+    with caplog.at_level(logging.WARNING, logger="venturi.results"):
+        written = record(
+            backend,
+            [Execution(fits, completed('"ten byte"')), Execution(over, completed('"ääää_"'))],
+            result_max_bytes=10,
+        )
+
+    assert written == {fits.claim.job_id, over.claim.job_id}
+    assert backend.read_result(fits.claim.job_id) == StoredResult(
+        Status.COMPLETED, '"ten byte"', None
+    )
+    assert backend.read_result(over.claim.job_id) == StoredResult(
         Status.COMPLETED, None, "result of 11 bytes not stored (result_max_bytes=10)"
     )
+    assert caplog.messages == ["a result of 11 bytes was dropped (result_max_bytes=10)"]
     assert DEFAULT_RESULT_MAX_BYTES == 1_048_576
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -18,11 +19,13 @@ import venturi
 from venturi.errors import (
     ConfigurationError,
     Fail,
+    InvalidArgument,
     JobFailed,
     JobNotFound,
     ResultTimeout,
     ResultUnavailable,
 )
+from venturi.postgres import PostgresBackend
 from venturi.testing import drain, eager
 from venturi.types import JobRef, Status
 from venturi.worker import Worker
@@ -244,6 +247,40 @@ def test_a_result_over_the_bound_is_not_stored_and_the_job_still_completes(
         )
     finally:
         small.close()
+
+
+def test_the_bound_holds_with_a_backend_given_to_the_app(database_url: str, prefix: str) -> None:
+    """The bound is applied above the storage boundary, so a ready ``backend=`` (another
+    adapter, a test double) stores bounded results too (ADR 0124)."""
+    given = PostgresBackend(database_url, prefix=prefix)
+    small = venturi.App(backend=given, prefix=prefix, result_max_bytes=10, set_as_current=False)
+    try:
+
+        @small.task(kind="res.given")
+        def text(size: int) -> str:
+            return "x" * size
+
+        fits, too_big = text.delay(8), text.delay(9)
+        drain(small)
+
+        assert fits.result() == "x" * 8
+        with pytest.raises(ResultUnavailable, match="11 bytes"):
+            too_big.result()
+    finally:
+        given.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (-1, "result_max_bytes must not be negative, got -1"),
+        (True, "result_max_bytes must be an int, got True"),
+        (1.5, "result_max_bytes must be an int, got 1.5"),
+    ],
+)
+def test_a_bad_result_bound_is_refused_when_the_app_is_built(value: Any, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        venturi.App("postgresql://unused", result_max_bytes=value, set_as_current=False)
 
 
 def test_a_hand_made_ref_says_to_wait_through_the_app(app: venturi.App) -> None:

@@ -1,6 +1,9 @@
-"""queries.sql is parsed strictly: names, cardinality and bodies."""
+"""queries.sql is parsed strictly: names, cardinality and bodies; statements that share
+SQL by design keep it equal."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -54,3 +57,35 @@ def test_calling_a_query_with_the_wrong_cardinality_is_refused() -> None:
     query = parse_queries("-- name: a :exec\nSELECT 1\n")["a"]
     with pytest.raises(QueryFileError, match="declared :exec, called as :one"):
         query.one(None)  # type: ignore[arg-type]
+
+
+#: A top-level common table expression's opening (``WITH [RECURSIVE] name AS (`` or
+#: ``), name AS (``), at the start of a line.
+_CTE = re.compile(r"^(?:WITH (?:RECURSIVE )?|\), )(\w+)(?:\([^)]*\))? AS \(\n", re.M)
+
+
+def ctes(sql: str) -> dict[str, str]:
+    """A statement's top-level CTE bodies by name, and ``select``: what follows the last."""
+    heads = list(_CTE.finditer(sql))
+    parts = {
+        head[1]: sql[head.end() : nxt.start() if nxt else sql.rindex("\n)\n") + 1]
+        for head, nxt in zip(heads, [*heads[1:], None], strict=True)
+    }
+    parts["select"] = sql[sql.rindex("\n)\n") + 3 :]
+    return parts
+
+
+def test_the_two_finish_statements_share_their_input_fence_and_journal_entry() -> None:
+    queries = Queries(Prefix.parse("venturi"))
+    plain, steps = ctes(queries.finish_jobs.sql), ctes(queries.finish_jobs_in_workflows.sql)
+
+    assert steps["input"] == plain["input"]
+    assert steps["journaled"] == plain["journaled"]
+    assert steps["finished"] == plain["finished"].replace(
+        "(j.status = 'claimed' AND j.workflow_id IS NULL OR j.id <> i.id)",
+        "(j.status = 'claimed' OR j.id <> i.id)",
+    ).replace(
+        "AS wakes_waiter\n", "AS wakes_waiter,\n              j.workflow_id, j.status AS ended\n"
+    )
+    assert steps["finished"] != plain["finished"]
+    assert steps["select"].startswith(plain["select"].removesuffix("\nFROM finished AS f"))

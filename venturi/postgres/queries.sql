@@ -1,6 +1,16 @@
 -- Every runtime statement of the PostgreSQL adapter. `{{prefix}}` is replaced
 -- once, from a validated Prefix, when the file is loaded (queries.py); values are
 -- always %(name)s parameters. Lifecycle times come from the database clock.
+--
+-- The statements are in sections by role, in the order of venturi/backend.py; each
+-- section names the adapter module whose verbs run its statements. A statement
+-- another role runs too (notify_wakeup, database_now, end_dependants, ...) sits
+-- with the role it belongs to.
+
+-- =====================================================================================
+-- Enqueue (enqueue.py): the inserts of every batch size, with and without trace
+-- headers, the wake-up, dedup merges, and beat's reads by dedup key.
+-- =====================================================================================
 
 -- name: enqueue_jobs :exec
 -- Bulk insert in one round trip (unnest of parallel arrays), wake-up included.
@@ -27,12 +37,11 @@ SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 
 -- name: enqueue_job :exec
 -- The single-job path of .delay(): plain parameters instead of one-element arrays,
--- which psycopg would dump in Python (about 0.2 ms of a 0.95 ms enqueue). Same
--- rows and wake-up as enqueue_jobs. One flat INSERT ... SELECT: the one-row
--- subquery is evaluated once and never dropped (PostgreSQL keeps a subquery output
--- that calls a volatile function), and the NOTIFY waits for the commit as in
--- enqueue_jobs. Measured 0.93-0.94 of the same-schema plain INSERT on one
--- connection against 0.89 for a CTE that counts the inserted rows (ADR 0132).
+-- which psycopg would dump element by element in Python. Same rows and wake-up as
+-- enqueue_jobs. One flat INSERT ... SELECT: the one-row subquery is evaluated once
+-- and never dropped (PostgreSQL keeps a subquery output that calls a volatile
+-- function), and the NOTIFY waits for the commit as in enqueue_jobs. Closer to a
+-- plain INSERT than a CTE that counts the inserted rows (ADR 0132, bench/README.md).
 INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
                              fair_key)
 SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
@@ -41,14 +50,55 @@ SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_a
 FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
 
 -- name: copy_jobs :copy
--- Bulk path for large batches: COPY is about twice as fast as the unnest insert.
--- The adapter sends created_at as the database's clock_timestamp() read in the
--- same transaction plus one microsecond per row (FIFO within the batch, like
--- enqueue_jobs), and visible_at as eta or created_at + delay (ADR 12). Binary:
--- psycopg formats a row in 1.2 us instead of 2.9 as text (bench/README.md), the
--- types in the adapter's _COPY_TYPES.
+-- Bulk path for large batches (the adapter's COPY_THRESHOLD and up), where COPY
+-- beats the unnest insert (bench/README.md). The adapter sends created_at as the
+-- database's clock_timestamp() read in the same transaction plus one microsecond
+-- per row (FIFO within the batch, like enqueue_jobs), and visible_at as eta or
+-- created_at + delay (ADR 12). Binary, since psycopg formats a binary row faster
+-- than a text one (bench/README.md); the types in the adapter's _COPY_TYPES.
 COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, fair_key)
 FROM STDIN (FORMAT BINARY)
+
+-- name: enqueue_job_with_headers :exec
+-- enqueue_job with the trace headers of an instrumented enqueue (ADR 0127); a
+-- statement of its own so the uninstrumented path sends nothing more.
+INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
+                             headers, fair_key)
+SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
+       coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
+       %(headers)s::jsonb, %(fair_key)s
+FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
+
+-- name: enqueue_jobs_with_headers :exec
+-- enqueue_jobs with the trace headers of an instrumented enqueue (ADR 0127).
+WITH input AS (
+    SELECT i.*, clock_timestamp() AS enqueued_at
+    FROM unnest(
+        %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
+        %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[],
+        %(headers)s::text[], %(fair_keys)s::text[]
+    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, headers, fair_key)
+), inserted AS (
+    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
+                                 headers, fair_key)
+    SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at,
+           coalesce(eta, enqueued_at + delay), dedup_key, headers::jsonb, fair_key
+    FROM input
+    RETURNING 1
+)
+SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
+
+-- name: copy_jobs_with_headers :copy
+-- copy_jobs with the trace headers of an instrumented enqueue (ADR 0127).
+COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers,
+                      fair_key)
+FROM STDIN (FORMAT BINARY)
+
+-- name: notify_wakeup :exec
+SELECT pg_notify(%(channel)s, '')
+
+-- name: ping :one
+SELECT 1 AS alive
 
 -- name: lock_dedup_key :exec
 -- Serializes concurrent enqueues of one (kind, dedup_key) until commit (ADR 10).
@@ -78,8 +128,28 @@ WITH merged AS (
 INSERT INTO {{prefix}}_journal (job_id, kind, run_no, recorded_at, outcome, note)
 SELECT id, kind, run_count, now(), 'merged', %(note)s FROM merged
 
--- name: notify_wakeup :exec
-SELECT pg_notify(%(channel)s, '')
+-- name: pending_with_dedup_prefix :many
+-- Beat bookkeeping: its rows' dedup keys share a prefix. Rare (once per beat
+-- iteration) and bounded by the number of schedules.
+SELECT *
+FROM {{prefix}}_jobs
+WHERE status = 'pending' AND dedup_key IS NOT NULL
+  AND starts_with(dedup_key, %(dedup_prefix)s)
+
+-- name: latest_with_dedup_key :one
+-- Every status is spelled out so _jobs_history (status, kind, finished_at) bounds
+-- the read to this kind's rows; without it no index applies and the whole
+-- table is scanned.
+SELECT *
+FROM {{prefix}}_jobs
+WHERE kind = %(kind)s AND dedup_key = %(dedup_key)s
+  AND status IN ('pending', 'claimed', 'completed', 'dead')
+ORDER BY visible_at DESC
+LIMIT 1
+
+-- =====================================================================================
+-- Claims (claims.py): plain, limited and fair claims, and priority aging.
+-- =====================================================================================
 
 -- name: claim_jobs :many
 -- Highest tier, then oldest, among eligible rows; SKIP LOCKED so workers never
@@ -93,7 +163,7 @@ SELECT pg_notify(%(channel)s, '')
 -- written as a closed range and kept in the ORDER BY on purpose: with `kind =`
 -- the planner drops kind from the sort keys, and when its statistics see few
 -- kinds it prefers _jobs_claim_priority with kind as a heap filter, walking other
--- kinds' backlog on every claim (measured 6-17 ms vs 0.4 ms per claim). A
+-- kinds' backlog on every claim (tests/integration/test_claim_plan_few_kinds.py). A
 -- kind's floor (ADR 0115; NULL: none) is a row comparison in the index
 -- condition, where the scan starts, so it skips the future-visible rows before
 -- it; `kind >= k.kind` stays beside it because without it the generic plan
@@ -101,7 +171,7 @@ SELECT pg_notify(%(channel)s, '')
 -- run_count is the claim's fence (ADR 19). kind_limit bounds each probe: the
 -- claim's LIMIT, or less for a kind limited across workers (ADR 0128). The
 -- kinds come as one JSON array of objects, not four arrays: psycopg dumps
--- arrays element by element in Python (an idle claim 800 -> 752 us).
+-- arrays element by element in Python (bench/README.md).
 WITH picked AS (
     SELECT c.id
     FROM json_to_recordset(%(kinds)s::json) AS k(
@@ -135,6 +205,207 @@ WHERE j.id = picked.id
 RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
           j.created_at, j.claim_expires_at, j.headers, j.workflow_id
 
+-- name: lock_claim_limits :exec
+-- The first statement of a limited claim (ADR 0128): creates the limited kinds'
+-- rows on first use and locks them until the claim commits, in kind order so two
+-- claimers never deadlock. The next statement of the transaction takes a new
+-- snapshot, so it sees every claim committed by the previous holder.
+INSERT INTO {{prefix}}_claim_limits (kind)
+SELECT kind FROM unnest(%(kinds)s::text[]) AS k(kind) ORDER BY kind
+ON CONFLICT (kind) DO UPDATE SET kind = excluded.kind
+
+-- name: claim_limit_state :many
+-- The locked kinds' next start (never before now: tokens unused while idle do
+-- not pile up past the burst) and, for the capped ones, their claimed rows (one
+-- _jobs_history probe per capped kind, bounded by its cap), with the
+-- transaction's clock, which the claim that follows shares.
+SELECT l.kind, greatest(l.next_start_at, now()) AS next_start_at, now() AS now,
+       CASE WHEN l.kind = ANY(%(capped)s::text[]) THEN (
+           SELECT count(*) FROM {{prefix}}_jobs AS j
+           WHERE j.status = 'claimed' AND j.kind = l.kind
+       ) END AS claimed
+FROM {{prefix}}_claim_limits AS l
+WHERE l.kind = ANY(%(kinds)s::text[])
+
+-- name: advance_rate_limits :exec
+-- Spends the starts a limited claim took: each kind's next start moves on by one
+-- interval per job claimed (computed by the adapter from claim_limit_state).
+UPDATE {{prefix}}_claim_limits AS l
+SET next_start_at = a.next_start_at
+FROM unnest(%(kinds)s::text[], %(next_start_at)s::timestamptz[]) AS a(kind, next_start_at)
+WHERE l.kind = a.kind
+
+-- name: claim_fair_jobs :many
+-- The claim of one kind that declares fair_key (ADR 0129): its keys take turns,
+-- so one key's backlog never starves another key's job. Tiers stay strict (every
+-- HIGH job of any key before NORMAL ones); within a tier the keys rotate from
+-- the one after the kind's cursor (the key served last), wrapping around, and
+-- within a key the soonest visible job goes first.
+-- `rotation` is a skip scan of _jobs_fair (kind, priority, fair_key,
+-- visible_at): each step is one descent that returns the next key of the tier
+-- and its soonest visible_at, so a key costs one probe however many rows it
+-- holds; the branches of the LATERAL are tried in order (same tier after the
+-- previous key: up to the end before the wrap, up to the cursor after it; then
+-- the tier's first key, wrapped; then the next tier that has keyed rows,
+-- `tiers`, after the cursor or wrapped) and LIMIT 1 stops at the first that
+-- finds a key. Each branch's bounds are index conditions, gated by `wrapped`:
+-- a bound left as a filter would walk every row after the cursor at the wrap.
+-- `turns` reads the recursion lazily: it stops after `limit` keys with a
+-- visible job, so a claim costs O(limit) probes, not O(keys). Each turn's key is
+-- then probed for its visible jobs (a range of the same index, nothing later is
+-- walked), SKIP LOCKED, at most limit - turns + 1 of them (the most one key can
+-- get when every other turn takes one); the jobs are taken by (tier, rank
+-- within their key, turn), so with fewer keys than `limit` the keys share the
+-- claim in turn, and the rows come back in that order. The cursor moves to the
+-- key of the last job taken. run_count is the claim's fence (ADR 19), as in
+-- claim_jobs.
+WITH RECURSIVE after_key AS (
+    SELECT coalesce(
+        (SELECT c.fair_key FROM {{prefix}}_fair_cursors AS c WHERE c.kind = %(kind)s), ''
+    ) AS fair_key
+), tiers AS (
+    SELECT t.tier
+    FROM unnest(ARRAY[0, 1, 2]::smallint[]) AS t(tier)
+    WHERE EXISTS (
+        SELECT 1 FROM {{prefix}}_jobs
+        WHERE status = 'pending' AND fair_key IS NOT NULL AND kind = %(kind)s AND priority = t.tier
+    )
+), rotation (step, tier, wrapped, fair_key, visible_at) AS (
+    SELECT 0, -1::smallint, true, NULL::text, NULL::timestamptz
+    UNION ALL
+    SELECT p.step + 1, n.tier, n.wrapped, n.fair_key, n.visible_at
+    FROM rotation AS p
+    CROSS JOIN after_key AS a
+    CROSS JOIN LATERAL (
+        (SELECT p.tier AS tier, false AS wrapped, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE NOT p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key > p.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT p.tier, true, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key > p.fair_key AND j.fair_key <= a.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT p.tier, true, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE NOT p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key <= a.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT nt.tier, false, j.fair_key, j.visible_at
+         FROM (SELECT min(t.tier) AS tier FROM tiers AS t WHERE t.tier > p.tier) AS nt
+         CROSS JOIN LATERAL (
+             SELECT j.fair_key, j.visible_at
+             FROM {{prefix}}_jobs AS j
+             WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+               AND j.priority = nt.tier AND j.fair_key > a.fair_key
+             ORDER BY j.fair_key, j.visible_at
+             LIMIT 1
+         ) AS j)
+        UNION ALL
+        (SELECT nt.tier, true, j.fair_key, j.visible_at
+         FROM (SELECT min(t.tier) AS tier FROM tiers AS t WHERE t.tier > p.tier) AS nt
+         CROSS JOIN LATERAL (
+             SELECT j.fair_key, j.visible_at
+             FROM {{prefix}}_jobs AS j
+             WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+               AND j.priority = nt.tier AND j.fair_key <= a.fair_key
+             ORDER BY j.fair_key, j.visible_at
+             LIMIT 1
+         ) AS j)
+        LIMIT 1
+    ) AS n
+), turns AS (
+    SELECT r.step, r.tier, r.fair_key
+    FROM rotation AS r
+    WHERE r.step > 0 AND r.visible_at <= now() + %(horizon)s
+    LIMIT %(limit)s
+), picked AS (
+    SELECT c.id, c.fair_key, t.tier, t.step,
+           row_number() OVER (PARTITION BY t.step ORDER BY c.visible_at) AS rank
+    FROM turns AS t
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.fair_key, j.visible_at
+        FROM {{prefix}}_jobs AS j
+        WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+          AND j.priority = t.tier AND j.fair_key = t.fair_key
+          AND j.visible_at <= now() + %(horizon)s
+        ORDER BY j.visible_at
+        LIMIT %(limit)s + 1 - (SELECT count(*) FROM turns)
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+), chosen AS (
+    SELECT p.id, p.fair_key, p.tier, p.rank, p.step
+    FROM picked AS p
+    ORDER BY p.tier, p.rank, p.step
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = 'claimed',
+        claimed_by = %(worker_id)s,
+        run_count = j.run_count + 1,
+        claim_expires_at = now() + %(lease)s
+    FROM chosen
+    WHERE j.id = chosen.id
+    RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
+              j.created_at, j.claim_expires_at, j.headers, j.workflow_id, j.fair_key,
+              chosen.tier, chosen.rank, chosen.step
+), moved AS (
+    INSERT INTO {{prefix}}_fair_cursors AS f (kind, fair_key)
+    SELECT %(kind)s, c.fair_key
+    FROM claimed AS c
+    ORDER BY c.tier DESC, c.rank DESC, c.step DESC
+    LIMIT 1
+    ON CONFLICT (kind) DO UPDATE SET fair_key = excluded.fair_key
+)
+SELECT id, kind, payload, carry, priority, failure_count, run_count, created_at,
+       claim_expires_at, headers, workflow_id
+FROM claimed
+ORDER BY tier, rank, step
+
+-- name: promote_waiting :one
+-- Priority aging (App(age_after=)): a pending job visible for age_after or
+-- longer is promoted to HIGH, where its age puts it ahead of newer HIGH work.
+-- One _jobs_visible range probe per kind, in no particular order (every row
+-- found is due, and the next step takes the rest of a large batch); only rows
+-- visible that long are read (`priority + 0` keeps the tier out of the index
+-- conditions, which would otherwise walk every NORMAL and LOW row of the kind in
+-- _jobs_claim); the rows are then changed by primary key. SKIP LOCKED: a row
+-- being claimed is not waited for.
+WITH aged AS (
+    SELECT a.id
+    FROM unnest(%(kinds)s::text[]) AS k(kind)
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM {{prefix}}_jobs
+        WHERE status = 'pending' AND kind = k.kind
+          AND visible_at <= now() - %(age_after)s::interval
+          AND priority + 0 > 0
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS a
+), promoted AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET priority = 0
+    WHERE j.id = ANY(ARRAY(SELECT id FROM aged))
+    RETURNING 1
+)
+SELECT count(*) AS promoted FROM promoted
+
+-- =====================================================================================
+-- Leases (leases.py): what happens to a claimed row, each statement fenced on its
+-- claim.
+-- =====================================================================================
+
 -- name: finish_jobs :many :replan
 -- Many outcomes in one statement: each row change is fenced on its claim
 -- (status, claimed_by, run_count; ADR 19) and each change writes its journal
@@ -145,14 +416,12 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- whose second half is false for the row joined. As restrictions on _jobs they
 -- could drive the scan (with `status = 'claimed'` the planner, whenever its
 -- statistics saw few claims, drove the join from _jobs_history, walking every
--- claimed row version, dead ones too, until VACUUM: 2-3.6 s per 500-outcome
--- finish, measured), and their unknown selectivity (0.005 each, kept out of the
--- index by `status || ''`) made it expect about one row and rescan the whole input
--- for each row found: quadratic in the batch (ADR 0132: 200 outcomes 13.6 ms
--- against 3.5 ms; 500 on a table never analyzed 74 ms against 9.8 ms). Without
--- `id = ANY` it read the whole table of 100k rows. :replan because the generic
--- plan of `id = ANY($1)` is a sequential scan testing each row against the whole
--- array (5x slower at 40k rows) (tests/integration/test_fenced_plans_with_stale_statistics.py).
+-- claimed row version, dead ones too, until VACUUM), and their unknown selectivity
+-- (0.005 each, kept out of the index by `status || ''`) made it expect about one
+-- row and rescan the whole input for each row found: quadratic in the batch (ADR
+-- 0132, bench/README.md). Without `id = ANY` it read the whole table. :replan
+-- because the generic plan of `id = ANY($1)` is a sequential scan testing each row
+-- against the whole array (tests/integration/test_fenced_plans_with_stale_statistics.py).
 -- A job whose cancellation was requested never becomes pending again: a paused
 -- or retried outcome of it is recorded dead, note `cancelled (...)` (ADR 0121).
 -- The traceback of a failed run goes with its journal entry (V5).
@@ -164,8 +433,8 @@ RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_c
 -- claim does): finish_jobs_in_workflows records it with its hand-on, so the
 -- finish of plain jobs stays this statement, planned and run as before.
 -- The outcomes come as one JSON array of objects (a JSON null is NULL), the
--- ids once more as an array for the probes: twelve arrays, which psycopg dumps
--- element by element in Python, were 11% of a drained job's worker time.
+-- ids once more as an array for the probes: psycopg would dump twelve arrays
+-- element by element in Python (bench/README.md).
 WITH input AS (
     SELECT *
     FROM json_to_recordset(%(input)s::json) AS i(
@@ -213,7 +482,9 @@ FROM finished AS f
 -- name: finish_jobs_in_workflows :many :replan
 -- finish_jobs for a batch with rows in workflows (the backend picks it from the
 -- claims; a row finish_jobs left alone comes here too), same fence, journal,
--- results and wake-ups, :replan for the same reason.
+-- results and wake-ups, :replan for the same reason. Its input, fenced update and
+-- journal entry are finish_jobs's text, held equal by tests/unit/test_query_file.py;
+-- only the update's row test admits workflow rows and it returns two more columns.
 -- Workflows (V9, ADR 0125): a finished row with a workflow_id hands on to its
 -- children in this same statement, so a crash leaves either the parent claimed
 -- and its children waiting, or both recorded. A completed parent writes its
@@ -276,8 +547,7 @@ WITH RECURSIVE input AS (
     -- and in all_inputs). With the id array as an index condition beside
     -- `e.parent_id = c.id`, each probe re-read the whole array (the planner's
     -- choice at an estimated 100 steps), and at an exact estimate a join filter
-    -- rescanned every pair: 38 and 30 ms against 19 for a 500-member batch of a
-    -- 10,000-member chord (ADR 0132, round four).
+    -- rescanned every pair (ADR 0132, round four).
     UPDATE {{prefix}}_edges AS e
     SET result = c.result
     FROM completed_steps AS c
@@ -444,6 +714,11 @@ WITH limits AS (
 SELECT id AS job_id, workflow_id IS NOT NULL AND (is_backstop OR is_cancelled) AS ends_step
 FROM recovered
 
+-- =====================================================================================
+-- Coordination (coordination.py): the wait for the next job, the database clock,
+-- leadership.
+-- =====================================================================================
+
 -- name: time_until_visible :one
 -- Soonest pending visible_at per kind from _jobs_visible (one index probe per
 -- kind, not a scan of every pending row), for the worker's wait (ADR 20).
@@ -464,30 +739,43 @@ SELECT clock_timestamp() AS now
 -- Session-level: held for as long as the leader's dedicated connection lives.
 SELECT pg_try_advisory_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
 
+-- name: try_advisory_xact_lock :one
+-- Leadership behind a transaction-mode pooler without a direct URL: the lock
+-- lasts as long as the transaction its holder keeps open (ADR 0123).
+SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
+
 -- name: advisory_unlock :exec
 SELECT pg_advisory_unlock(hashtextextended(%(lock_name)s, 0))
 
--- name: ping :one
-SELECT 1 AS alive
-
--- name: pending_with_dedup_prefix :many
--- Beat bookkeeping: its rows' dedup keys share a prefix. Rare (once per beat
--- iteration) and bounded by the number of schedules.
-SELECT *
-FROM {{prefix}}_jobs
-WHERE status = 'pending' AND dedup_key IS NOT NULL
-  AND starts_with(dedup_key, %(dedup_prefix)s)
-
--- name: latest_with_dedup_key :one
--- Every status is spelled out so _jobs_history (status, kind, finished_at) bounds
--- the read to this kind's rows; without it no index applies and the whole
--- table is scanned.
-SELECT *
-FROM {{prefix}}_jobs
-WHERE kind = %(kind)s AND dedup_key = %(dedup_key)s
-  AND status IN ('pending', 'claimed', 'completed', 'dead')
-ORDER BY visible_at DESC
+-- name: leader :one
+-- Who holds a leadership role (try_lead's advisory lock; ADR 0131), read from
+-- the lock itself, so a holder that died is gone with its session: pg_locks
+-- shows a bigint advisory key as classid (high 32 bits), objid (low 32 bits),
+-- objsubid 1, and pg_stat_activity names the holding session. Its holder names
+-- itself in application_name when it connects. "Since" is when that session
+-- began (a leadership connection is opened for the one try that took the
+-- lock), or, for a lock held in an open transaction behind a pooler (whose
+-- server session predates it), when that transaction began. Reads two shared-
+-- memory views, no table; the dashboard runs it once per interval.
+WITH lock_key AS (
+    SELECT hashtextextended(%(lock_name)s, 0) AS k
+)
+SELECT a.application_name, a.pid AS session_pid,
+       CASE WHEN a.state LIKE 'idle in transaction%%' OR a.xact_start < a.query_start
+            THEN a.xact_start ELSE a.backend_start END AS since
+FROM lock_key
+JOIN pg_locks AS l
+  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+ AND l.classid = ((lock_key.k >> 32) & 4294967295)::oid
+ AND l.objid = (lock_key.k & 4294967295)::oid
+ AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+JOIN pg_stat_activity AS a ON a.pid = l.pid
 LIMIT 1
+
+-- =====================================================================================
+-- Operator (operations.py): reading jobs back, retry and cancel (one job or by filter),
+-- cleanup, stats and the dashboard's counts.
+-- =====================================================================================
 
 -- name: get_job :one
 SELECT * FROM {{prefix}}_jobs WHERE id = %(id)s
@@ -512,6 +800,62 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
                           coalesce(%(after_id)s::text, ''))
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s
+
+-- name: list_jobs_noted :many
+-- The dashboard's listing: list_jobs plus each row's last journal entry (one probe
+-- of _journal_job per row), optionally filtered on text in that entry's note
+-- (case-insensitive substring; strpos, so LIKE's wildcards are plain characters).
+-- The note filter cannot use an index: it reads newest first until LIMIT rows match.
+SELECT j.*, last.outcome AS last_outcome, last.note AS last_note
+FROM {{prefix}}_jobs AS j
+LEFT JOIN LATERAL (
+    SELECT e.outcome, e.note FROM {{prefix}}_journal AS e
+    WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1
+) AS last ON true
+WHERE (%(status)s::text IS NULL OR j.status = %(status)s::text)
+  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+  AND (%(note)s::text IS NULL OR strpos(lower(last.note), lower(%(note)s::text)) > 0)
+  AND (j.created_at, j.id) < (coalesce(%(after_created_at)s::timestamptz, 'infinity'),
+                              coalesce(%(after_id)s::text, ''))
+ORDER BY j.created_at DESC, j.id DESC
+LIMIT %(limit)s
+
+-- name: count_jobs :one
+-- How many rows a bulk action by filter would touch, shown before it is confirmed.
+SELECT count(*) AS jobs
+FROM {{prefix}}_jobs AS j
+WHERE (%(status)s::text IS NULL OR j.status = %(status)s::text)
+  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+  AND (%(note)s::text IS NULL OR strpos(lower((
+          SELECT e.note FROM {{prefix}}_journal AS e
+          WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1)), lower(%(note)s::text)) > 0)
+
+-- name: stats :many
+-- Operator view: one pass over the table, grouped (not a hot path).
+SELECT kind, status, count(*) AS jobs,
+       count(*) FILTER (WHERE status = 'pending' AND visible_at > now()) AS scheduled,
+       now() - min(visible_at) FILTER (WHERE status = 'pending' AND visible_at <= now())
+           AS oldest_eligible_age
+FROM {{prefix}}_jobs
+GROUP BY kind, status
+ORDER BY kind, status
+
+-- name: throughput :many
+-- Dashboard chart: completed and dead jobs per kind per minute since the start of
+-- the minute `window` ago. A range scan of the partial _jobs_finished; the outer
+-- row always exists so the database's current minute comes back with no jobs too.
+SELECT date_trunc('minute', now()) AS current_minute, t.kind, t.minute, t.completed, t.dead
+FROM (SELECT 1) AS clock
+LEFT JOIN (
+    SELECT kind, date_trunc('minute', finished_at) AS minute,
+           count(*) FILTER (WHERE status = 'completed') AS completed,
+           count(*) FILTER (WHERE status = 'dead') AS dead
+    FROM {{prefix}}_jobs
+    WHERE finished_at IS NOT NULL
+      AND finished_at >= date_trunc('minute', now()) - %(window)s
+    GROUP BY kind, date_trunc('minute', finished_at)
+) AS t ON true
+ORDER BY t.kind, t.minute
 
 -- name: retry_job :one
 -- Operator retry of a dead job: pending, visible now, a fresh failure budget,
@@ -542,108 +886,15 @@ WITH cancelled AS (
 )
 SELECT * FROM cancelled
 
--- name: cleanup_finished :one
--- Status-less cleanup: a range scan of the partial _jobs_finished, in bounded
--- batches; journals go by ON DELETE CASCADE (ADR 18).
-WITH doomed AS (
-    SELECT id
-    FROM {{prefix}}_jobs
-    WHERE finished_at IS NOT NULL AND finished_at < now() - %(older_than)s
-    ORDER BY finished_at
-    LIMIT %(batch_size)s
-    FOR UPDATE SKIP LOCKED
-), deleted AS (
-    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
-    RETURNING j.id, j.workflow_id
-), unlinked AS (
-    -- A workflow step's row and edges to its parents go with its job (ADR 0125).
-    DELETE FROM {{prefix}}_edges AS e
-    WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
-), unstepped AS (
-    DELETE FROM {{prefix}}_steps AS s
-    WHERE s.id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
-)
-SELECT count(*) AS deleted FROM deleted
-
--- name: cleanup_finished_with_status :one
--- Status-filtered cleanup. The planner takes _jobs_finished (the cutoff as a range,
--- status checked on those rows) over _jobs_history, whose `kind` column sits
--- between status and finished_at so it cannot range-scan the cutoff: measured
--- faster for the whole delete, since rows go in finished_at (physical) order.
-WITH doomed AS (
-    SELECT id
-    FROM {{prefix}}_jobs
-    WHERE status = %(status)s AND finished_at < now() - %(older_than)s
-    LIMIT %(batch_size)s
-    FOR UPDATE SKIP LOCKED
-), deleted AS (
-    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
-    RETURNING j.id, j.workflow_id
-), unlinked AS (
-    -- A workflow step's row and edges to its parents go with its job (ADR 0125).
-    DELETE FROM {{prefix}}_edges AS e
-    WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
-), unstepped AS (
-    DELETE FROM {{prefix}}_steps AS s
-    WHERE s.id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
-)
-SELECT count(*) AS deleted FROM deleted
-
--- name: stats :many
--- Operator view: one pass over the table, grouped (not a hot path).
-SELECT kind, status, count(*) AS jobs,
-       count(*) FILTER (WHERE status = 'pending' AND visible_at > now()) AS scheduled,
-       now() - min(visible_at) FILTER (WHERE status = 'pending' AND visible_at <= now())
-           AS oldest_eligible_age
-FROM {{prefix}}_jobs
-GROUP BY kind, status
-ORDER BY kind, status
-
--- name: throughput :many
--- Dashboard chart: completed and dead jobs per kind per minute since the start of
--- the minute `window` ago. A range scan of the partial _jobs_finished; the outer
--- row always exists so the database's current minute comes back with no jobs too.
-SELECT date_trunc('minute', now()) AS current_minute, t.kind, t.minute, t.completed, t.dead
-FROM (SELECT 1) AS clock
-LEFT JOIN (
-    SELECT kind, date_trunc('minute', finished_at) AS minute,
-           count(*) FILTER (WHERE status = 'completed') AS completed,
-           count(*) FILTER (WHERE status = 'dead') AS dead
-    FROM {{prefix}}_jobs
-    WHERE finished_at IS NOT NULL
-      AND finished_at >= date_trunc('minute', now()) - %(window)s
-    GROUP BY kind, date_trunc('minute', finished_at)
-) AS t ON true
-ORDER BY t.kind, t.minute
-
--- name: list_jobs_noted :many
--- The dashboard's listing: list_jobs plus each row's last journal entry (one probe
--- of _journal_job per row), optionally filtered on text in that entry's note
--- (case-insensitive substring; strpos, so LIKE's wildcards are plain characters).
--- The note filter cannot use an index: it reads newest first until LIMIT rows match.
-SELECT j.*, last.outcome AS last_outcome, last.note AS last_note
-FROM {{prefix}}_jobs AS j
-LEFT JOIN LATERAL (
-    SELECT e.outcome, e.note FROM {{prefix}}_journal AS e
-    WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1
-) AS last ON true
-WHERE (%(status)s::text IS NULL OR j.status = %(status)s::text)
-  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
-  AND (%(note)s::text IS NULL OR strpos(lower(last.note), lower(%(note)s::text)) > 0)
-  AND (j.created_at, j.id) < (coalesce(%(after_created_at)s::timestamptz, 'infinity'),
-                              coalesce(%(after_id)s::text, ''))
-ORDER BY j.created_at DESC, j.id DESC
-LIMIT %(limit)s
-
--- name: count_jobs :one
--- How many rows a bulk action by filter would touch, shown before it is confirmed.
-SELECT count(*) AS jobs
-FROM {{prefix}}_jobs AS j
-WHERE (%(status)s::text IS NULL OR j.status = %(status)s::text)
-  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
-  AND (%(note)s::text IS NULL OR strpos(lower((
-          SELECT e.note FROM {{prefix}}_journal AS e
-          WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1)), lower(%(note)s::text)) > 0)
+-- name: request_cancel :one
+-- Cancellation of a running job (ADR 0121): one statement marks the request;
+-- the row stays claimed until the worker running it records the run dead, or
+-- the fence-aware statements (finish, release, recovery) end it dead. A second
+-- request keeps the time of the first.
+UPDATE {{prefix}}_jobs
+SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE id = %(id)s AND status = 'claimed'
+RETURNING *
 
 -- name: retry_matching :one
 -- Bulk operator retry (as retry_job) of dead rows matching the filter, one batch.
@@ -705,21 +956,56 @@ SELECT count(*) AS changed,
            AS steps
 FROM cancelled
 
--- name: check_schema :many
--- A service's start check (ADR 0118): names every table the runtime reads, and the
--- newest column of each, so an unmigrated prefix raises UndefinedTable, one behind
--- the code UndefinedColumn (both SchemaMissing), and a role without its grants
--- InsufficientPrivilege; WHERE false plans to a Result, no scan. A migration that
--- adds storage the runtime reads adds it here. Later tables go in the select list,
--- which is resolved after FROM, so the oldest missing migration is the one named.
-SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers,
-       (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at,
-       j.workflow_id, (SELECT d.result FROM {{prefix}}_edges AS d LIMIT 1) AS edge_result,
-       (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited,
-       j.fair_key,
-       (SELECT f.fair_key FROM {{prefix}}_fair_cursors AS f LIMIT 1) AS fair_cursor
-FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
-WHERE false
+-- name: cleanup_finished :one
+-- Status-less cleanup: a range scan of the partial _jobs_finished, in bounded
+-- batches; journals go by ON DELETE CASCADE (ADR 18).
+WITH doomed AS (
+    SELECT id
+    FROM {{prefix}}_jobs
+    WHERE finished_at IS NOT NULL AND finished_at < now() - %(older_than)s
+    ORDER BY finished_at
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
+    RETURNING j.id, j.workflow_id
+), unlinked AS (
+    -- A workflow step's row and edges to its parents go with its job (ADR 0125).
+    DELETE FROM {{prefix}}_edges AS e
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
+), unstepped AS (
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
+)
+SELECT count(*) AS deleted FROM deleted
+
+-- name: cleanup_finished_with_status :one
+-- Status-filtered cleanup. The planner takes _jobs_finished (the cutoff as a range,
+-- status checked on those rows) over _jobs_history, whose `kind` column sits
+-- between status and finished_at so it cannot range-scan the cutoff: measured
+-- faster for the whole delete, since rows go in finished_at (physical) order.
+WITH doomed AS (
+    SELECT id
+    FROM {{prefix}}_jobs
+    WHERE status = %(status)s AND finished_at < now() - %(older_than)s
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM {{prefix}}_jobs AS j USING doomed WHERE j.id = doomed.id
+    RETURNING j.id, j.workflow_id
+), unlinked AS (
+    -- A workflow step's row and edges to its parents go with its job (ADR 0125).
+    DELETE FROM {{prefix}}_edges AS e
+    WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
+), unstepped AS (
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM deleted WHERE workflow_id IS NOT NULL))
+)
+SELECT count(*) AS deleted FROM deleted
+
+-- =====================================================================================
+-- Workers (workers.py): the worker registry (ADR 0119).
+-- =====================================================================================
 
 -- name: register_worker :exec
 -- A fresh registry entry at start (ADR 0119). It replaces an entry of the same
@@ -803,20 +1089,9 @@ FROM pending_kinds AS p
 WHERE p.visible_at <= now() AND NOT EXISTS (SELECT 1 FROM served AS s WHERE s.kind = p.kind)
 ORDER BY p.kind
 
--- name: request_cancel :one
--- Cancellation of a running job (ADR 0121): one statement marks the request;
--- the row stays claimed until the worker running it records the run dead, or
--- the fence-aware statements (finish, release, recovery) end it dead. A second
--- request keeps the time of the first.
-UPDATE {{prefix}}_jobs
-SET cancel_requested_at = coalesce(cancel_requested_at, now())
-WHERE id = %(id)s AND status = 'claimed'
-RETURNING *
-
--- name: try_advisory_xact_lock :one
--- Leadership behind a transaction-mode pooler without a direct URL: the lock
--- lasts as long as the transaction its holder keeps open (ADR 0123).
-SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock_name)s, 0)) AS acquired
+-- =====================================================================================
+-- Results (results.py): stored results and their waiters (ADR 0124).
+-- =====================================================================================
 
 -- name: read_result :one
 -- What a result waiter reads (ADR 0124): one primary-key probe, and one probe of
@@ -847,99 +1122,10 @@ UPDATE {{prefix}}_jobs
 SET result_awaited = true
 WHERE id = %(id)s AND status IN ('pending', 'claimed') AND NOT result_awaited
 
--- name: enqueue_job_with_headers :exec
--- enqueue_job with the trace headers of an instrumented enqueue (ADR 0127); a
--- statement of its own so the uninstrumented path sends nothing more.
-INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
-                             headers, fair_key)
-SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
-       coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
-       %(headers)s::jsonb, %(fair_key)s
-FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
-
--- name: enqueue_jobs_with_headers :exec
--- enqueue_jobs with the trace headers of an instrumented enqueue (ADR 0127).
-WITH input AS (
-    SELECT i.*, clock_timestamp() AS enqueued_at
-    FROM unnest(
-        %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
-        %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[],
-        %(headers)s::text[], %(fair_keys)s::text[]
-    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, headers, fair_key)
-), inserted AS (
-    INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
-                                 headers, fair_key)
-    SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at,
-           coalesce(eta, enqueued_at + delay), dedup_key, headers::jsonb, fair_key
-    FROM input
-    RETURNING 1
-)
-SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
-
--- name: copy_jobs_with_headers :copy
--- copy_jobs with the trace headers of an instrumented enqueue (ADR 0127).
-COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers,
-                      fair_key)
-FROM STDIN (FORMAT BINARY)
-
--- name: lock_claim_limits :exec
--- The first statement of a limited claim (ADR 0128): creates the limited kinds'
--- rows on first use and locks them until the claim commits, in kind order so two
--- claimers never deadlock. The next statement of the transaction takes a new
--- snapshot, so it sees every claim committed by the previous holder.
-INSERT INTO {{prefix}}_claim_limits (kind)
-SELECT kind FROM unnest(%(kinds)s::text[]) AS k(kind) ORDER BY kind
-ON CONFLICT (kind) DO UPDATE SET kind = excluded.kind
-
--- name: claim_limit_state :many
--- The locked kinds' next start (never before now: tokens unused while idle do
--- not pile up past the burst) and, for the capped ones, their claimed rows (one
--- _jobs_history probe per capped kind, bounded by its cap), with the
--- transaction's clock, which the claim that follows shares.
-SELECT l.kind, greatest(l.next_start_at, now()) AS next_start_at, now() AS now,
-       CASE WHEN l.kind = ANY(%(capped)s::text[]) THEN (
-           SELECT count(*) FROM {{prefix}}_jobs AS j
-           WHERE j.status = 'claimed' AND j.kind = l.kind
-       ) END AS claimed
-FROM {{prefix}}_claim_limits AS l
-WHERE l.kind = ANY(%(kinds)s::text[])
-
--- name: advance_rate_limits :exec
--- Spends the starts a limited claim took: each kind's next start moves on by one
--- interval per job claimed (computed by the adapter from claim_limit_state).
-UPDATE {{prefix}}_claim_limits AS l
-SET next_start_at = a.next_start_at
-FROM unnest(%(kinds)s::text[], %(next_start_at)s::timestamptz[]) AS a(kind, next_start_at)
-WHERE l.kind = a.kind
-
--- name: promote_waiting :one
--- Priority aging (App(age_after=)): a pending job visible for age_after or
--- longer is promoted to HIGH, where its age puts it ahead of newer HIGH work.
--- One _jobs_visible range probe per kind, in no particular order (every row
--- found is due, and the next step takes the rest of a large batch); only rows
--- visible that long are read (`priority + 0` keeps the tier out of the index
--- conditions, which would otherwise walk every NORMAL and LOW row of the kind in
--- _jobs_claim); the rows are then changed by primary key. SKIP LOCKED: a row
--- being claimed is not waited for.
-WITH aged AS (
-    SELECT a.id
-    FROM unnest(%(kinds)s::text[]) AS k(kind)
-    CROSS JOIN LATERAL (
-        SELECT id
-        FROM {{prefix}}_jobs
-        WHERE status = 'pending' AND kind = k.kind
-          AND visible_at <= now() - %(age_after)s::interval
-          AND priority + 0 > 0
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS a
-), promoted AS (
-    UPDATE {{prefix}}_jobs AS j
-    SET priority = 0
-    WHERE j.id = ANY(ARRAY(SELECT id FROM aged))
-    RETURNING 1
-)
-SELECT count(*) AS promoted FROM promoted
+-- =====================================================================================
+-- Workflows (workflows.py): workflows written, their steps ended or revived outside a
+-- finish, read back and cleaned up (ADR 0125, 0131).
+-- =====================================================================================
 
 -- name: enqueue_workflow :exec
 -- A whole workflow in one statement (ADR 0125): a _steps row per step, its first
@@ -1056,51 +1242,6 @@ LEFT JOIN LATERAL (
 WHERE s.workflow_id = %(workflow_id)s
 ORDER BY s.position
 
--- name: cleanup_dead_steps :one
--- Cleanup of workflow steps that never ran because a dependency ended dead
--- (ADR 0125), by their end time from _steps_ended, in bounded batches; their
--- edges go with them.
-WITH doomed AS (
-    SELECT id
-    FROM {{prefix}}_steps
-    WHERE status = 'dead' AND finished_at < now() - %(older_than)s
-    ORDER BY finished_at
-    LIMIT %(batch_size)s
-    FOR UPDATE SKIP LOCKED
-), deleted AS (
-    DELETE FROM {{prefix}}_steps AS s
-    WHERE s.id = ANY(ARRAY(SELECT id FROM doomed))
-    RETURNING s.id
-), unlinked AS (
-    DELETE FROM {{prefix}}_edges AS e WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted))
-)
-SELECT count(*) AS deleted FROM deleted
-
--- name: leader :one
--- Who holds a leadership role (try_lead's advisory lock; ADR 0131), read from
--- the lock itself, so a holder that died is gone with its session: pg_locks
--- shows a bigint advisory key as classid (high 32 bits), objid (low 32 bits),
--- objsubid 1, and pg_stat_activity names the holding session. Its holder names
--- itself in application_name when it connects. "Since" is when that session
--- began (a leadership connection is opened for the one try that took the
--- lock), or, for a lock held in an open transaction behind a pooler (whose
--- server session predates it), when that transaction began. Reads two shared-
--- memory views, no table; the dashboard runs it once per interval.
-WITH lock_key AS (
-    SELECT hashtextextended(%(lock_name)s, 0) AS k
-)
-SELECT a.application_name, a.pid AS session_pid,
-       CASE WHEN a.state LIKE 'idle in transaction%%' OR a.xact_start < a.query_start
-            THEN a.xact_start ELSE a.backend_start END AS since
-FROM lock_key
-JOIN pg_locks AS l
-  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
- AND l.classid = ((lock_key.k >> 32) & 4294967295)::oid
- AND l.objid = (lock_key.k & 4294967295)::oid
- AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-JOIN pg_stat_activity AS a ON a.pid = l.pid
-LIMIT 1
-
 -- name: list_workflows :many
 -- The dashboard's recent workflows (ADR 0131): the newest first, `limit` of them
 -- created before the workflow `before` (NULL: from the newest). A workflow id is
@@ -1141,140 +1282,42 @@ ORDER BY r.workflow_id DESC
 -- probe (every step has a _steps row, kept as long as its job).
 SELECT workflow_id FROM {{prefix}}_steps WHERE id = %(id)s
 
-
--- name: claim_fair_jobs :many
--- The claim of one kind that declares fair_key (ADR 0129): its keys take turns,
--- so one key's backlog never starves another key's job. Tiers stay strict (every
--- HIGH job of any key before NORMAL ones); within a tier the keys rotate from
--- the one after the kind's cursor (the key served last), wrapping around, and
--- within a key the soonest visible job goes first.
--- `rotation` is a skip scan of _jobs_fair (kind, priority, fair_key,
--- visible_at): each step is one descent that returns the next key of the tier
--- and its soonest visible_at, so a key costs one probe however many rows it
--- holds; the branches of the LATERAL are tried in order (same tier after the
--- previous key: up to the end before the wrap, up to the cursor after it; then
--- the tier's first key, wrapped; then the next tier that has keyed rows,
--- `tiers`, after the cursor or wrapped) and LIMIT 1 stops at the first that
--- finds a key. Each branch's bounds are index conditions, gated by `wrapped`:
--- a bound left as a filter would walk every row after the cursor at the wrap.
--- `turns` reads the recursion lazily: it stops after `limit` keys with a
--- visible job, so a claim costs O(limit) probes, not O(keys). Each turn's key is
--- then probed for its visible jobs (a range of the same index, nothing later is
--- walked), SKIP LOCKED, at most limit - turns + 1 of them (the most one key can
--- get when every other turn takes one); the jobs are taken by (tier, rank
--- within their key, turn), so with fewer keys than `limit` the keys share the
--- claim in turn, and the rows come back in that order. The cursor moves to the
--- key of the last job taken. run_count is the claim's fence (ADR 19), as in
--- claim_jobs.
-WITH RECURSIVE after_key AS (
-    SELECT coalesce(
-        (SELECT c.fair_key FROM {{prefix}}_fair_cursors AS c WHERE c.kind = %(kind)s), ''
-    ) AS fair_key
-), tiers AS (
-    SELECT t.tier
-    FROM unnest(ARRAY[0, 1, 2]::smallint[]) AS t(tier)
-    WHERE EXISTS (
-        SELECT 1 FROM {{prefix}}_jobs
-        WHERE status = 'pending' AND fair_key IS NOT NULL AND kind = %(kind)s AND priority = t.tier
-    )
-), rotation (step, tier, wrapped, fair_key, visible_at) AS (
-    SELECT 0, -1::smallint, true, NULL::text, NULL::timestamptz
-    UNION ALL
-    SELECT p.step + 1, n.tier, n.wrapped, n.fair_key, n.visible_at
-    FROM rotation AS p
-    CROSS JOIN after_key AS a
-    CROSS JOIN LATERAL (
-        (SELECT p.tier AS tier, false AS wrapped, j.fair_key, j.visible_at
-         FROM {{prefix}}_jobs AS j
-         WHERE NOT p.wrapped
-           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
-           AND j.priority = p.tier AND j.fair_key > p.fair_key
-         ORDER BY j.fair_key, j.visible_at
-         LIMIT 1)
-        UNION ALL
-        (SELECT p.tier, true, j.fair_key, j.visible_at
-         FROM {{prefix}}_jobs AS j
-         WHERE p.wrapped
-           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
-           AND j.priority = p.tier AND j.fair_key > p.fair_key AND j.fair_key <= a.fair_key
-         ORDER BY j.fair_key, j.visible_at
-         LIMIT 1)
-        UNION ALL
-        (SELECT p.tier, true, j.fair_key, j.visible_at
-         FROM {{prefix}}_jobs AS j
-         WHERE NOT p.wrapped
-           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
-           AND j.priority = p.tier AND j.fair_key <= a.fair_key
-         ORDER BY j.fair_key, j.visible_at
-         LIMIT 1)
-        UNION ALL
-        (SELECT nt.tier, false, j.fair_key, j.visible_at
-         FROM (SELECT min(t.tier) AS tier FROM tiers AS t WHERE t.tier > p.tier) AS nt
-         CROSS JOIN LATERAL (
-             SELECT j.fair_key, j.visible_at
-             FROM {{prefix}}_jobs AS j
-             WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
-               AND j.priority = nt.tier AND j.fair_key > a.fair_key
-             ORDER BY j.fair_key, j.visible_at
-             LIMIT 1
-         ) AS j)
-        UNION ALL
-        (SELECT nt.tier, true, j.fair_key, j.visible_at
-         FROM (SELECT min(t.tier) AS tier FROM tiers AS t WHERE t.tier > p.tier) AS nt
-         CROSS JOIN LATERAL (
-             SELECT j.fair_key, j.visible_at
-             FROM {{prefix}}_jobs AS j
-             WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
-               AND j.priority = nt.tier AND j.fair_key <= a.fair_key
-             ORDER BY j.fair_key, j.visible_at
-             LIMIT 1
-         ) AS j)
-        LIMIT 1
-    ) AS n
-), turns AS (
-    SELECT r.step, r.tier, r.fair_key
-    FROM rotation AS r
-    WHERE r.step > 0 AND r.visible_at <= now() + %(horizon)s
-    LIMIT %(limit)s
-), picked AS (
-    SELECT c.id, c.fair_key, t.tier, t.step,
-           row_number() OVER (PARTITION BY t.step ORDER BY c.visible_at) AS rank
-    FROM turns AS t
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.fair_key, j.visible_at
-        FROM {{prefix}}_jobs AS j
-        WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
-          AND j.priority = t.tier AND j.fair_key = t.fair_key
-          AND j.visible_at <= now() + %(horizon)s
-        ORDER BY j.visible_at
-        LIMIT %(limit)s + 1 - (SELECT count(*) FROM turns)
-        FOR UPDATE SKIP LOCKED
-    ) AS c
-), chosen AS (
-    SELECT p.id, p.fair_key, p.tier, p.rank, p.step
-    FROM picked AS p
-    ORDER BY p.tier, p.rank, p.step
-    LIMIT %(limit)s
-), claimed AS (
-    UPDATE {{prefix}}_jobs AS j
-    SET status = 'claimed',
-        claimed_by = %(worker_id)s,
-        run_count = j.run_count + 1,
-        claim_expires_at = now() + %(lease)s
-    FROM chosen
-    WHERE j.id = chosen.id
-    RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
-              j.created_at, j.claim_expires_at, j.headers, j.workflow_id, j.fair_key,
-              chosen.tier, chosen.rank, chosen.step
-), moved AS (
-    INSERT INTO {{prefix}}_fair_cursors AS f (kind, fair_key)
-    SELECT %(kind)s, c.fair_key
-    FROM claimed AS c
-    ORDER BY c.tier DESC, c.rank DESC, c.step DESC
-    LIMIT 1
-    ON CONFLICT (kind) DO UPDATE SET fair_key = excluded.fair_key
+-- name: cleanup_dead_steps :one
+-- Cleanup of workflow steps that never ran because a dependency ended dead
+-- (ADR 0125), by their end time from _steps_ended, in bounded batches; their
+-- edges go with them.
+WITH doomed AS (
+    SELECT id
+    FROM {{prefix}}_steps
+    WHERE status = 'dead' AND finished_at < now() - %(older_than)s
+    ORDER BY finished_at
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM {{prefix}}_steps AS s
+    WHERE s.id = ANY(ARRAY(SELECT id FROM doomed))
+    RETURNING s.id
+), unlinked AS (
+    DELETE FROM {{prefix}}_edges AS e WHERE e.child_id = ANY(ARRAY(SELECT id FROM deleted))
 )
-SELECT id, kind, payload, carry, priority, failure_count, run_count, created_at,
-       claim_expires_at, headers, workflow_id
-FROM claimed
-ORDER BY tier, rank, step
+SELECT count(*) AS deleted FROM deleted
+
+-- =====================================================================================
+-- Schema (backend.py): a service's start check (migrations are migrator.py's).
+-- =====================================================================================
+
+-- name: check_schema :many
+-- A service's start check (ADR 0118): names every table the runtime reads, and the
+-- newest column of each, so an unmigrated prefix raises UndefinedTable, one behind
+-- the code UndefinedColumn (both SchemaMissing), and a role without its grants
+-- InsufficientPrivilege; WHERE false plans to a Result, no scan. A migration that
+-- adds storage the runtime reads adds it here. Later tables go in the select list,
+-- which is resolved after FROM, so the oldest missing migration is the one named.
+SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.headers,
+       (SELECT l.next_start_at FROM {{prefix}}_claim_limits AS l LIMIT 1) AS next_start_at,
+       j.workflow_id, (SELECT d.result FROM {{prefix}}_edges AS d LIMIT 1) AS edge_result,
+       (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited,
+       j.fair_key,
+       (SELECT f.fair_key FROM {{prefix}}_fair_cursors AS f LIMIT 1) AS fair_cursor
+FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
+WHERE false

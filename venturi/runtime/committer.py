@@ -1,6 +1,6 @@
 """The committer: the one thread of a worker that records outcomes, in batches (ADR 0104).
 
-Handlers queue their ``Execution`` and each ``Backend.finish`` call takes
+Handlers queue their ``Execution`` and each ``finish`` call (``Leases``) takes
 everything queued, so an idle worker adds no latency and a busy one records
 many outcomes per round trip.
 """

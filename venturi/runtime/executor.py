@@ -66,7 +66,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from venturi.backend import Backend
+from venturi.backend import Leases
 from venturi.context import Cancelled, Context, Pause
 from venturi.errors import (
     ArgumentsMismatch,
@@ -76,7 +76,7 @@ from venturi.errors import (
     Retry,
     describe_exception,
 )
-from venturi.results import encode_result
+from venturi.results import bounded, encode_result
 from venturi.serialization import encode_json, is_storable_text
 from venturi.types import ClaimedJob, Finished, Outcome, OutcomeKind
 
@@ -127,9 +127,10 @@ class Execution:
     job: ClaimedJob
     outcome: Outcome
 
-    @property
-    def finished(self) -> Finished:
-        return Finished(self.job.claim, self.outcome, self.job.workflow_id is not None)
+    def finished(self, result_max_bytes: int) -> Finished:
+        """The run as handed to ``finish``: its result bounded (``results.bounded``)."""
+        outcome = bounded(self.outcome, result_max_bytes)
+        return Finished(self.job.claim, outcome, self.job.workflow_id is not None)
 
 
 def execute(
@@ -292,16 +293,21 @@ def cancelled_by_worker(job: ClaimedJob, started: float) -> Execution:
     return _done(job, Outcome(OutcomeKind.DEAD, note=CANCELLED_NOTE), started, None)
 
 
-def record(backend: Backend, executions: Sequence[Execution]) -> set[str]:
+def record(
+    backend: Leases, executions: Sequence[Execution], *, result_max_bytes: int
+) -> set[str]:
     """Write the outcomes in one ``finish`` call; returns the ids written.
 
-    An id missing from the answer had lost its claim (lease expired and the row
-    was recovered or released, ADR 19): its outcome was discarded by the fence,
-    and the newer state of the row stands. That is logged, never retried.
+    Each outcome goes bounded (``results.bounded``): a result over
+    ``result_max_bytes`` is dropped and noted here, above the storage boundary,
+    so every backend stores the same. An id missing from the answer had lost
+    its claim (lease expired and the row was recovered or released, ADR 19):
+    its outcome was discarded by the fence, and the newer state of the row
+    stands. That is logged, never retried.
     """
     if not executions:
         return set()
-    written = backend.finish([e.finished for e in executions])
+    written = backend.finish([e.finished(result_max_bytes) for e in executions])
     for execution in executions:
         claim = execution.job.claim
         if claim.job_id not in written:
@@ -336,8 +342,7 @@ def _with_json(outcome: Outcome, task: Task[Any, Any], job: ClaimedJob, ctx: Con
     already ``dead``: then the bad attachment is dropped and the note says so.
     A run that sets no attachment and leaves an empty carry empty changes
     neither column, so its outcome goes as it is: most runs encode nothing and
-    copy no outcome here (the copy and the encoding were a visible share of a
-    drained no-op job's worker time; bench/README.md).
+    copy no outcome here (bench/README.md).
     """
     if not ctx.has_attachment and (
         outcome.kind is OutcomeKind.DEAD or (ctx.carry is None and job.carry is None)

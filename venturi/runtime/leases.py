@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 
-from venturi.backend import Backend
+from venturi.backend import Leases
 from venturi.events import Events, JobsRecovered
 from venturi.options import DEFAULT_LEASE, DEFAULT_MAX_FAILURES
 from venturi.types import Claim, ClaimedJob
@@ -56,7 +56,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: Leases,
         *,
         leases: Mapping[str, timedelta],
         max_failures: Mapping[str, int],

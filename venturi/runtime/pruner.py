@@ -3,7 +3,7 @@
 Each step takes the prefix's ``pruner`` role (a session advisory lock held
 only for the step), so a fleet of workers prunes at most once at a time and
 never blocks on each other: a worker that finds the role taken skips that
-round. The delete itself is ``Backend.cleanup`` (bounded batches through
+round. The delete itself is ``Operator.cleanup`` (bounded batches through
 ``_jobs_finished``, journals by cascade, never pending or claimed rows).
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Protocol
 
-from venturi.backend import Backend
+from venturi.backend import Coordination, Operator
 
 __all__ = ["ROLE", "Pruner"]
 
@@ -21,12 +22,16 @@ logger = logging.getLogger(__name__)
 ROLE = "pruner"
 
 
+class PrunerBackend(Coordination, Operator, Protocol):
+    """What the pruner uses: ``try_lead`` (Coordination) and ``cleanup`` (Operator)."""
+
+
 class Pruner:
     """One retention round per ``interval`` seconds; ``run_once`` returns rows deleted."""
 
     def __init__(
         self,
-        backend: Backend,
+        backend: PrunerBackend,
         *,
         retention: timedelta,
         interval: float = 60.0,

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Collection
 from datetime import timedelta
 
-from venturi.backend import Backend
+from venturi.backend import Workers
 from venturi.errors import VenturiError
 from venturi.types import WorkerRegistration
 
@@ -91,7 +91,7 @@ class Registration:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: Workers,
         *,
         claimed_by: str,
         kinds: Collection[str],

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.events import Events
+from venturi.results import DEFAULT_RESULT_MAX_BYTES
 from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
 from venturi.runtime.executor import Execution, aexecute, execute, record
 from venturi.runtime.leases import LeaseKeeper
@@ -56,12 +57,18 @@ class Runner:
     """Claims jobs of the served ``kinds``, runs them and records their outcomes.
 
     Options:
+        backend: the App's backend. The runner claims (``Claims``) and records
+            (``Leases``) through it; it is the whole ``Backend`` because the
+            worker builds its waiter, pruner and registration from
+            ``runner.backend``.
         tasks: every task the App knows, by kind (recovery needs each backstop).
         kinds: the kinds served, a subset of ``tasks``.
         worker_id: the ``claimed_by`` of the claims (``worker_id()``).
         concurrency: the handler threads running the claimed jobs (for ``plan``).
         events: the App's event hub, told of claims and runs (ADR 0127).
         age_after: the App's priority aging (``promote_due``); None: none.
+        result_max_bytes: the App's bound on stored results, applied to each
+            outcome before ``finish`` (``executor.record``).
     """
 
     def __init__(
@@ -74,11 +81,13 @@ class Runner:
         concurrency: int = 1,
         events: Events | None = None,
         age_after: timedelta | None = None,
+        result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
     ) -> None:
         self.backend = backend
         self.events = events
         self.worker_id = worker_id
         self._age_after = age_after
+        self._result_max_bytes = result_max_bytes
         self._next_promotion = 0.0
         self._tasks = {kind: tasks[kind] for kind in kinds}
         self._max_failures = {kind: task.options.max_failures for kind, task in tasks.items()}
@@ -239,7 +248,7 @@ class Runner:
 
     def record(self, executions: Sequence[Execution]) -> set[str]:
         """Write the outcomes in one fenced ``finish``; returns the ids written (ADR 0104)."""
-        return record(self.backend, executions)
+        return record(self.backend, executions, result_max_bytes=self._result_max_bytes)
 
     def run(self, request: ClaimRequest, *, horizon: timedelta = timedelta(0)) -> list[Ran]:
         """Claim one batch, run it here one job after another, record it; returns the runs.

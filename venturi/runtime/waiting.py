@@ -3,8 +3,8 @@
 The claim loop waits for at most ``min(poll_interval, database time until the
 soonest pending visible_at)``, on the listener itself: the thread that claims
 is the one the enqueue's NOTIFY wakes, so a new job costs no hand-off from a
-listener thread to the claim loop (ADR 0132; the pickup latency before and
-after is in bench/README.md). Four things end the wait early:
+listener thread to the claim loop (ADR 0132, round three; bench/README.md).
+Four things end the wait early:
 
 - a NOTIFY sent on enqueue;
 - a handler finishing (a slot, or a capped kind's room, became free);
@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Collection
 
-from venturi.backend import Backend, Listener
+from venturi.backend import Coordination, Listener
 from venturi.errors import BackendUnavailable, DatabaseRefused
 from venturi.runtime.service import Backoff
 
@@ -53,7 +53,7 @@ class Waiter:
         poll_interval: the longest wait, the backstop for lost notifications.
     """
 
-    def __init__(self, backend: Backend, *, poll_interval: float) -> None:
+    def __init__(self, backend: Coordination, *, poll_interval: float) -> None:
         self._backend = backend
         self.poll_interval = poll_interval
         self._woken = threading.Event()

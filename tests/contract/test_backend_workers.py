@@ -1,5 +1,6 @@
-"""The worker registry verbs (ADR 0119): register, heartbeat (with its sweep),
-deregister, list, and the kinds with due work that no live worker serves.
+"""The Workers role (venturi/backend.py), the worker registry (ADR 0119): register,
+heartbeat (with its sweep), deregister, list, and the kinds with due work that no live
+worker serves.
 
 An entry is made expired without waiting by registering it with a negative
 ``expires_in``: its expiry is then already in the (database's) past.

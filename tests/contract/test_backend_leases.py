@@ -1,5 +1,7 @@
-"""What happens to a claimed row: finish, renew_leases, release and recover_stale, each
-fenced on the claim (ADR 11, 19, 21, 0104, 0106; the contract in venturi/backend.py)."""
+"""The Leases role (venturi/backend.py): what happens to a claimed row. ``finish``,
+``renew_leases``, ``release`` and ``recover_stale``, each fenced on the claim, the
+traceback ``finish`` stores, and how each of them honours a cancellation request
+(ADR 11, 19, 21, 0104, 0106, 0121)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from backends import KIND, LEASE, WORKER, ClaimAll, new_job
+from backends import KIND, LEASE, WORKER, ClaimAll, new_job, running, stored_row
 
 from venturi.backend import Backend
 from venturi.types import Claim, Finished, Outcome, OutcomeKind, Renewal
@@ -25,6 +27,9 @@ def expire(db: Any, *job_ids: str, ago: timedelta = timedelta(seconds=1)) -> Non
         "UPDATE {{prefix}}_jobs SET claim_expires_at = now() - %s WHERE id = ANY(%s)",
         (ago, list(job_ids)),
     )
+
+
+TRACEBACK = 'Traceback (most recent call last):\n  File "x.py", line 1, in f\nValueError: boom\n'
 
 
 # -- finish ---------------------------------------------------------------------------
@@ -157,6 +162,76 @@ def test_a_second_finish_of_the_same_claim_is_refused(
     assert [e["outcome"] for e in db.journal(claim.job_id)] == ["completed"]
 
 
+def test_finish_stores_each_outcomes_traceback_on_its_journal_entry(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    failed, completed = running(backend, claim_all, 2)
+
+    backend.finish(
+        [
+            Finished(
+                failed,
+                Outcome(OutcomeKind.RETRIED, note="ValueError: boom", is_failure=True,
+                        traceback=TRACEBACK),
+            ),
+            Finished(completed, Outcome(OutcomeKind.COMPLETED)),
+        ]
+    )  # fmt: skip
+
+    detail = backend.get_job(failed.job_id)
+    assert detail is not None
+    [entry] = detail.journal
+    assert (entry.outcome, entry.note, entry.traceback) == (
+        OutcomeKind.RETRIED,
+        "ValueError: boom",
+        TRACEBACK,
+    )
+    other = backend.get_job(completed.job_id)
+    assert other is not None
+    assert [e.traceback for e in other.journal] == [None]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "note"),
+    [
+        (Outcome(OutcomeKind.RETRIED, note="ValueError: x", is_failure=True),
+         "cancelled (the run ended retried: ValueError: x)"),
+        (Outcome(OutcomeKind.PAUSED, delay=timedelta(hours=1)),
+         "cancelled (the run ended paused)"),
+    ],
+    ids=["retried", "paused"],
+)  # fmt: skip
+def test_a_cancelled_job_that_would_run_again_is_recorded_dead_instead(
+    backend: Backend, db: Any, claim_all: ClaimAll, outcome: Outcome, note: str
+) -> None:
+    [claim] = running(backend, claim_all)
+    backend.cancel_job(claim.job_id)
+
+    assert backend.finish([Finished(claim, outcome)]) == {claim.job_id}
+
+    job = stored_row(db, claim.job_id)
+    assert (job["status"], job["finished_at"] is not None, job["claimed_by"]) == (
+        "dead",
+        True,
+        None,
+    )
+    assert job["failure_count"] == int(outcome.is_failure)
+    assert [(e["outcome"], e["note"]) for e in db.journal(claim.job_id)] == [("dead", note)]
+
+
+@pytest.mark.parametrize("kind", [OutcomeKind.COMPLETED, OutcomeKind.DEAD])
+def test_a_cancelled_job_that_ends_anyway_keeps_its_ending(
+    backend: Backend, db: Any, claim_all: ClaimAll, kind: OutcomeKind
+) -> None:
+    [claim] = running(backend, claim_all)
+    backend.cancel_job(claim.job_id)
+
+    backend.finish([Finished(claim, Outcome(kind, note="done"))])
+
+    assert stored_row(db, claim.job_id)["status"] == kind.value
+    assert [(e["outcome"], e["note"]) for e in db.journal(claim.job_id)] == [(kind.value, "done")]
+
+
 # -- renew_leases ---------------------------------------------------------------------
 
 
@@ -198,6 +273,31 @@ def test_renew_of_nothing_is_nothing(backend: Backend) -> None:
     assert backend.renew_leases([], LEASE) == Renewal()
 
 
+def test_renewal_reports_which_held_claims_have_a_cancellation_request(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    cancelled, other = running(backend, claim_all, 2)
+    backend.cancel_job(cancelled.job_id)
+
+    renewal = backend.renew_leases([cancelled, other], LEASE)
+
+    assert renewal.held == {cancelled.job_id, other.job_id}
+    assert renewal.cancel_requested == {cancelled.job_id}
+
+
+def test_renewal_never_reports_a_lost_claim_even_with_a_request(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    [claim] = running(backend, claim_all)
+    backend.cancel_job(claim.job_id)
+    stale = Claim(claim.job_id, "someone-else:1", claim.run_count)
+
+    renewal = backend.renew_leases([stale], LEASE)
+
+    assert renewal.held == set()
+    assert renewal.cancel_requested == set()
+
+
 # -- release --------------------------------------------------------------------------
 
 
@@ -232,6 +332,22 @@ def test_release_is_idempotent_and_skips_claims_already_finished(
 
     assert [e["outcome"] for e in db.journal(held.job_id)] == ["released"]
     assert [e["outcome"] for e in db.journal(finished.job_id)] == ["completed"]
+
+
+def test_releasing_a_cancelled_claim_ends_it_dead(
+    backend: Backend, db: Any, claim_all: ClaimAll
+) -> None:
+    cancelled, other = running(backend, claim_all, 2)
+    backend.cancel_job(cancelled.job_id)
+
+    assert backend.release([cancelled, other]) == 2
+
+    assert stored_row(db, cancelled.job_id)["status"] == "dead"
+    assert stored_row(db, cancelled.job_id)["finished_at"] is not None
+    assert stored_row(db, other.job_id)["status"] == "pending"
+    assert [(e["outcome"], e["note"]) for e in db.journal(cancelled.job_id)] == [
+        ("dead", "cancelled (worker shutdown)")
+    ]
 
 
 # -- recover_stale (ADR 19, 0106) ------------------------------------------------------
@@ -296,3 +412,22 @@ def test_recovery_takes_at_most_limit_rows_oldest_expiry_first(
     pending = {r["id"] for r in db.jobs() if r["status"] == "pending"}
     assert pending == {second.job_id, third.job_id}
     assert backend.recover_stale(max_failures={KIND: 20}, default_max_failures=20, limit=2) == 1
+
+
+def test_recovering_a_cancelled_claim_ends_it_dead_and_counts_the_failure(
+    backend: Backend, db: Any, claim_all: ClaimAll
+) -> None:
+    [claim] = running(backend, claim_all)
+    backend.cancel_job(claim.job_id)
+    db.execute(
+        "UPDATE {{prefix}}_jobs SET claim_expires_at = now() - interval '1 second' WHERE id = %s",
+        (claim.job_id,),
+    )
+
+    assert backend.recover_stale(max_failures={}, default_max_failures=20, limit=10) == 1
+
+    job = stored_row(db, claim.job_id)
+    assert (job["status"], job["failure_count"]) == ("dead", 1)
+    assert [(e["outcome"], e["note"]) for e in db.journal(claim.job_id)] == [
+        ("dead", f"cancelled (lease of {claim.claimed_by} expired)")
+    ]

@@ -1,0 +1,356 @@
+"""The Enqueue role on PostgreSQL: inserts, dedup merges, and beat's reads by dedup key.
+
+Inserts of one job, a batch or a large batch (COPY), with or without trace
+headers, sync and async, on a pooled session or in the caller's transaction.
+
+The row building, the dedup lock order and the merge decision are shared by
+``enqueue`` and ``aenqueue`` (module functions below the class), so both paths
+write the same rows with the same statements.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.types.json import set_json_dumps
+
+from venturi.errors import InvalidArgument
+from venturi.postgres.connections import (
+    AsyncConnection,
+    Connection,
+    reraise_translated,
+    translated_errors,
+)
+from venturi.postgres.queries import Query
+from venturi.postgres.store import Store, job_row
+from venturi.types import JobRef, JobRow, MergeAction, NewJob
+
+__all__ = ["COPY_THRESHOLD", "EnqueueVerbs"]
+
+C = TypeVar("C", psycopg.Connection[Any], psycopg.AsyncConnection[Any])
+
+#: Batches at least this large go through COPY instead of the one-statement insert.
+COPY_THRESHOLD = 256
+
+
+class EnqueueVerbs(Store):
+    """``Enqueue``'s verbs (venturi/backend.py)."""
+
+    def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
+        if not jobs:
+            return []
+        plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
+        refs: dict[str, JobRef] = {}
+        if not deduplicated and connection is None:
+            # The common case: one autocommit statement, insert and wake-up together.
+            self._run(lambda conn: self._insert(conn, plain))
+        else:
+            with self._transaction(connection) as conn:
+                if plain:
+                    self._insert(conn, plain)
+                for job in deduplicated:
+                    refs[job.id] = self._enqueue_deduplicated(conn, job)
+                if not plain:
+                    self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+        return [refs.get(job.id, JobRef(job.id)) for job in jobs]
+
+    @contextmanager
+    def _transaction(self, connection: object | None = None) -> Iterator[Connection]:
+        """A transaction on a pooled connection, or a savepoint/transaction on the caller's."""
+        if connection is None:
+            with self._connection() as conn, conn.transaction():
+                yield conn
+            return
+        conn = _callers_connection(connection, psycopg.Connection, "enqueue")
+        with translated_errors(self._prefix):
+            if _is_outside_transaction(conn):
+                self._queries.ping.one(conn)
+            with conn.transaction():
+                yield conn
+
+    def _insert(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
+        if len(jobs) >= COPY_THRESHOLD:
+            self._copy(conn, jobs)
+        elif len(jobs) == 1:
+            if jobs[0].headers is None:
+                self._queries.enqueue_job.exec(conn, **self._one_job_params(jobs[0]))
+            else:
+                self._queries.enqueue_job_with_headers.exec(conn, **self._traced_params(jobs))
+        elif not _has_headers(jobs):
+            self._queries.enqueue_jobs.exec(conn, **self._jobs_params(jobs))
+        else:
+            self._queries.enqueue_jobs_with_headers.exec(conn, **self._traced_params(jobs))
+
+    def _one_job_params(self, job: NewJob) -> dict[str, Any]:
+        return {
+            "id": job.id,
+            "kind": job.kind,
+            "payload": job.payload,
+            "priority": int(job.priority),
+            "delay": job.delay,
+            "eta": job.eta,
+            "dedup_key": job.dedup_key,
+            "fair_key": job.fair_key,
+            "channel": self._prefix.channel,
+        }
+
+    def _traced_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
+        """The ``*_with_headers`` statements' parameters (ADR 0127)."""
+        if len(jobs) == 1:
+            return {**self._one_job_params(jobs[0]), "headers": _headers_json(jobs[0])}
+        return {**self._jobs_params(jobs), "headers": [_headers_json(j) for j in jobs]}
+
+    def _jobs_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
+        return {
+            "ids": [j.id for j in jobs],
+            "kinds": [j.kind for j in jobs],
+            "payloads": [j.payload for j in jobs],
+            "priorities": [int(j.priority) for j in jobs],
+            "delays": [j.delay for j in jobs],
+            "etas": [j.eta for j in jobs],
+            "dedup_keys": [j.dedup_key for j in jobs],
+            "fair_keys": [j.fair_key for j in jobs],
+            "channel": self._prefix.channel,
+        }
+
+    def _copy(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
+        """COPY a large batch; created_at from the database clock (see copy_jobs)."""
+        with conn.transaction():
+            row = self._queries.database_now.one(conn)
+            assert row is not None
+            statement, types = self._copy_statement(jobs)
+            with conn.cursor() as cursor:
+                set_json_dumps(_encoded_json, cursor)
+                with statement.copy(cursor) as copy:
+                    copy.set_types(types)
+                    for values in _copy_rows(jobs, row["now"]):
+                        copy.write_row(values)
+            self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+
+    def _copy_statement(self, jobs: Sequence[NewJob]) -> tuple[Query, list[str]]:
+        """``copy_jobs``, or its form with the headers column when any job has some,
+        with its column types (a binary COPY sends each value as its column's type)."""
+        if _has_headers(jobs):
+            return self._queries.copy_jobs_with_headers, _COPY_TYPES_WITH_HEADERS
+        return self._queries.copy_jobs, _COPY_TYPES
+
+    def _dedup_lock_name(self, job: NewJob) -> str:
+        # Length-prefixed so (kind, key) pairs can never collide by concatenation;
+        # sorted by it so two batches lock their keys in one order (no deadlock).
+        return self._prefix.lock_name(f"dedup:{len(job.kind)}:{job.kind}{job.dedup_key}")
+
+    def _enqueue_deduplicated(self, conn: Connection, job: NewJob) -> JobRef:
+        self._queries.lock_dedup_key.exec(conn, lock_name=self._dedup_lock_name(job))
+        sibling = self._queries.find_dedup_sibling.one(conn, kind=job.kind, dedup_key=job.dedup_key)
+        merge = _merge_params(job, sibling)
+        if sibling is None or merge is None:
+            self._insert(conn, [job])
+            return JobRef(job.id)
+        self._queries.merge_into_sibling.exec(conn, **merge)
+        return JobRef(sibling["id"], merged=True)
+
+    async def aenqueue(
+        self, jobs: Sequence[NewJob], *, connection: object | None = None
+    ) -> list[JobRef]:
+        """``enqueue`` on this loop's async pool, or inside a ``psycopg.AsyncConnection``'s
+        transaction; the same statements, lock order and merge decisions."""
+        if not jobs:
+            return []
+        plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
+        refs: dict[str, JobRef] = {}
+        if not deduplicated and connection is None:
+            try:
+                await self._async_pool.run(lambda conn: self._ainsert(conn, plain))
+            except psycopg.Error as exc:
+                reraise_translated(exc, self._prefix)
+        else:
+            async with self._atransaction(connection) as conn:
+                if plain:
+                    await self._ainsert(conn, plain)
+                for job in deduplicated:
+                    refs[job.id] = await self._aenqueue_deduplicated(conn, job)
+                if not plain:
+                    await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
+        return [refs.get(job.id, JobRef(job.id)) for job in jobs]
+
+    @asynccontextmanager
+    async def _aconnection(self) -> AsyncIterator[AsyncConnection]:
+        with translated_errors(self._prefix):
+            async with self._async_pool.connection() as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def _atransaction(self, connection: object | None) -> AsyncIterator[AsyncConnection]:
+        if connection is None:
+            async with self._aconnection() as conn, conn.transaction():
+                yield conn
+            return
+        conn = _callers_connection(connection, psycopg.AsyncConnection, "aenqueue")
+        with translated_errors(self._prefix):
+            if _is_outside_transaction(conn):
+                await self._queries.ping.aone(conn)
+            async with conn.transaction():
+                yield conn
+
+    async def _ainsert(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> None:
+        if len(jobs) >= COPY_THRESHOLD:
+            await self._acopy(conn, jobs)
+        elif len(jobs) == 1:
+            if jobs[0].headers is None:
+                await self._queries.enqueue_job.aexec(conn, **self._one_job_params(jobs[0]))
+            else:
+                await self._queries.enqueue_job_with_headers.aexec(
+                    conn, **self._traced_params(jobs)
+                )
+        elif not _has_headers(jobs):
+            await self._queries.enqueue_jobs.aexec(conn, **self._jobs_params(jobs))
+        else:
+            await self._queries.enqueue_jobs_with_headers.aexec(conn, **self._traced_params(jobs))
+
+    async def _acopy(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> None:
+        async with conn.transaction():
+            row = await self._queries.database_now.aone(conn)
+            assert row is not None
+            statement, types = self._copy_statement(jobs)
+            async with conn.cursor() as cursor:
+                set_json_dumps(_encoded_json, cursor)
+                async with statement.acopy(cursor) as copy:
+                    copy.set_types(types)
+                    for values in _copy_rows(jobs, row["now"]):
+                        await copy.write_row(values)
+            await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
+
+    async def _aenqueue_deduplicated(self, conn: AsyncConnection, job: NewJob) -> JobRef:
+        await self._queries.lock_dedup_key.aexec(conn, lock_name=self._dedup_lock_name(job))
+        sibling = await self._queries.find_dedup_sibling.aone(
+            conn, kind=job.kind, dedup_key=job.dedup_key
+        )
+        merge = _merge_params(job, sibling)
+        if sibling is None or merge is None:
+            await self._ainsert(conn, [job])
+            return JobRef(job.id)
+        await self._queries.merge_into_sibling.aexec(conn, **merge)
+        return JobRef(sibling["id"], merged=True)
+
+    def pending_with_dedup_prefix(self, dedup_prefix: str) -> list[JobRow]:
+        rows = self._run(
+            lambda conn: self._queries.pending_with_dedup_prefix.many(
+                conn, dedup_prefix=dedup_prefix
+            )
+        )
+        return [job_row(r) for r in rows]
+
+    def latest_with_dedup_key(self, kind: str, dedup_key: str) -> JobRow | None:
+        row = self._run(
+            lambda conn: self._queries.latest_with_dedup_key.one(
+                conn, kind=kind, dedup_key=dedup_key
+            )
+        )
+        return job_row(row) if row is not None else None
+
+
+def _split_for_enqueue(
+    jobs: Sequence[NewJob], lock_name: Callable[[NewJob], str]
+) -> tuple[list[NewJob], list[NewJob]]:
+    """Plain jobs in input order, and deduplicated ones in dedup-lock order (ADR 0103)."""
+    plain = [job for job in jobs if job.dedup_key is None]
+    deduplicated = sorted((job for job in jobs if job.dedup_key is not None), key=lock_name)
+    return plain, deduplicated
+
+
+def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
+    """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs);
+    with a headers column when any job has headers (``copy_jobs_with_headers``); the fair
+    key last (ADR 0129)."""
+    traced = _has_headers(jobs)
+    for offset, job in enumerate(jobs):
+        created_at = start + timedelta(microseconds=offset)
+        visible_at = job.eta if job.eta is not None else created_at + job.delay
+        row = (
+            job.id,
+            job.kind,
+            job.payload,
+            int(job.priority),
+            "pending",
+            created_at,
+            visible_at,
+            job.dedup_key,
+        )
+        yield (*row, _headers_json(job), job.fair_key) if traced else (*row, job.fair_key)
+
+
+def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``merge_into_sibling``'s parameters, or None when ``job`` is inserted as a row of its
+    own (no sibling, no resolver, or ``independent``; ADR 10). Asks the resolver, which may
+    raise: the caller's transaction then writes nothing."""
+    if sibling is None or job.merge is None:
+        return None
+    decision = job.merge(sibling["payload"])
+    if decision.action is MergeAction.INDEPENDENT:
+        return None
+    return {
+        "id": sibling["id"],
+        "payload": decision.payload if decision.action is not MergeAction.KEEP else None,
+        "priority": int(job.priority),
+        "note": f"{decision.action.value}: absorbed {job.id}",
+    }
+
+
+def _callers_connection(connection: object, expected: type[C], verb: str) -> C:
+    """The caller's ``connection=``, refused unless it is the handle ``verb`` runs on."""
+    if not isinstance(connection, expected):
+        other = "aenqueue (aapply_async)" if verb == "enqueue" else "enqueue (apply_async)"
+        raise InvalidArgument(
+            f"{verb}'s connection= takes a {expected.__module__}.{expected.__name__}, "
+            f"got {type(connection).__module__}.{type(connection).__name__}"
+            + (f"; that handle belongs to {other}" if _is_other_handle(connection) else "")
+        )
+    return connection
+
+
+def _is_other_handle(connection: object) -> bool:
+    return isinstance(connection, psycopg.Connection | psycopg.AsyncConnection)
+
+
+def _is_outside_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """True when psycopg's ``transaction()`` would BEGIN and COMMIT on its own, publishing
+    the job before the caller commits: the caller then gets a query first (opening its
+    implicit transaction), so the enqueue is a savepoint inside it."""
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    return idle and not conn.autocommit
+
+
+def _encoded_json(text: str) -> str:
+    """The JSON "encoder" of a COPY's jsonb columns: payloads and headers are JSON text
+    already (``Binding.encode_payload``, ``_headers_json``)."""
+    return text
+
+
+def _has_headers(jobs: Sequence[NewJob]) -> bool:
+    """Whether an instrumented enqueue gave any of ``jobs`` trace headers (ADR 0127)."""
+    return any(job.headers is not None for job in jobs)
+
+
+def _headers_json(job: NewJob) -> str | None:
+    return None if job.headers is None else json.dumps(dict(job.headers))
+
+
+#: The column types of ``copy_jobs``, in its column order (``_copy_rows``).
+_COPY_TYPES = [
+    "text",
+    "text",
+    "jsonb",
+    "int2",
+    "text",
+    "timestamptz",
+    "timestamptz",
+    "text",
+    "text",
+]
+#: ``copy_jobs_with_headers``: the headers before the fair key.
+_COPY_TYPES_WITH_HEADERS = [*_COPY_TYPES[:-1], "jsonb", "text"]
