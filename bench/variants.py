@@ -57,7 +57,13 @@ def claim_cost(
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"VACUUM ANALYZE {app.prefix}_jobs")
     runners = {
-        name: Runner(backend, {t.kind: t for t in tasks.values()}, kinds=[t.kind], worker_id="b:1")
+        name: Runner(
+            backend,
+            {t.kind: t for t in tasks.values()},
+            kinds=[t.kind],
+            worker_id="b:1",
+            result_max_bytes=app.result_max_bytes,
+        )
         for name, t in tasks.items()
     }
     timings: dict[str, list[float]] = {name: [] for name in tasks}

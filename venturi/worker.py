@@ -260,6 +260,7 @@ class Worker:
                 concurrency=self.concurrency,
                 events=self.app.events,
                 age_after=self.app.age_after,
+                result_max_bytes=self.app.result_max_bytes,
             )
         return self._runner
 

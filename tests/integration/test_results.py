@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from support import wait_until
 from ulid import ULID
 
 import venturi
@@ -223,8 +224,14 @@ def test_aresult_waits_without_blocking_the_loop(
     assert ticks > 5
 
 
+@pytest.mark.parametrize("runs", ["drain", "a threaded worker"])
 def test_a_result_over_the_bound_is_not_stored_and_the_job_still_completes(
-    app: venturi.App, database_url: str, prefix: str, db: Any
+    app: venturi.App,
+    database_url: str,
+    prefix: str,
+    db: Any,
+    runs: str,
+    start_worker: Callable[..., Worker],
 ) -> None:
     small = venturi.App(database_url, prefix=prefix, result_max_bytes=100, set_as_current=False)
     try:
@@ -235,7 +242,12 @@ def test_a_result_over_the_bound_is_not_stored_and_the_job_still_completes(
 
         fits = big.delay(50)
         too_big = big.delay(200)
-        drain(small)
+        if runs == "drain":
+            drain(small)
+        else:
+            start_worker(small, kinds=["res.big"])
+            fits.result(timeout=20)
+            wait_until(lambda: too_big.status() is Status.COMPLETED, timeout=20)
 
         assert fits.result() == "x" * 50
         assert too_big.status() is Status.COMPLETED

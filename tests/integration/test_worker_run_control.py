@@ -228,7 +228,13 @@ def test_the_lease_keeper_stops_renewing_a_claim_past_its_deadline(
     def kept() -> None: ...
 
     ref = kept.delay()
-    runner = Runner(app.backend, app.tasks(), kinds=["rc.kept"], worker_id="rc-host:1")
+    runner = Runner(
+        app.backend,
+        app.tasks(),
+        kinds=["rc.kept"],
+        worker_id="rc-host:1",
+        result_max_bytes=app.result_max_bytes,
+    )
     [job] = app.backend.claim(
         kinds=["rc.kept"], limit=1, worker_id="rc-host:1", lease=timedelta(seconds=1)
     )

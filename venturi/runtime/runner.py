@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
 from venturi.events import Events
-from venturi.results import DEFAULT_RESULT_MAX_BYTES
 from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
 from venturi.runtime.executor import Execution, aexecute, execute, record
 from venturi.runtime.leases import LeaseKeeper
@@ -81,7 +80,7 @@ class Runner:
         concurrency: int = 1,
         events: Events | None = None,
         age_after: timedelta | None = None,
-        result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
+        result_max_bytes: int,
     ) -> None:
         self.backend = backend
         self.events = events
