@@ -9,7 +9,8 @@ statements (the hot paths, claim, finish and enqueue, run as they did in one
 class). This module builds the adapter
 from its options (the pools, the reply watchdog, the statements) and holds the
 ``Schema`` role: migrations, the start check and closing what it built.
-Sessions, pools and driver-error translation live in ``connections.py``.
+Sessions, pools and driver-error translation live in modules of their own (the
+package's docstring maps them).
 """
 
 from __future__ import annotations
@@ -21,24 +22,22 @@ import psycopg
 from venturi.errors import ConfigurationError, SchemaMissing
 from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.postgres.claims import ClaimVerbs, claim_input
-from venturi.postgres.connections import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_REPLY_TIMEOUT,
-    AsyncPool,
-    Pool,
-    ReplyWatchdog,
-    configure_claim_session,
-    connect,
-    translated_errors,
-    with_keepalives,
-)
 from venturi.postgres.coordination import CoordinationVerbs
+from venturi.postgres.driver_errors import translated_errors
 from venturi.postgres.enqueue import COPY_THRESHOLD, EnqueueVerbs
 from venturi.postgres.leases import LeaseVerbs, finish_input
 from venturi.postgres.migrator import Migrator
 from venturi.postgres.operations import OperatorVerbs
+from venturi.postgres.pools import AsyncPool, Pool
 from venturi.postgres.queries import Queries
 from venturi.postgres.results import ResultVerbs
+from venturi.postgres.sessions import (
+    DEFAULT_CONNECT_TIMEOUT,
+    configure_claim_session,
+    connect,
+    with_keepalives,
+)
+from venturi.postgres.watchdog import DEFAULT_REPLY_TIMEOUT, ReplyWatchdog
 from venturi.postgres.workers import WorkerVerbs
 from venturi.postgres.workflows import WorkflowVerbs
 from venturi.types import AppliedMigration
@@ -66,7 +65,7 @@ class PostgresBackend(
         pool_size: maximum pooled connections (a worker uses one for outcomes
             and one for leases, plus the enqueues of the process). Claims have
             a pool of their own, opened on the first claim, whose sessions plan
-            claims once (``connections.configure_claim_session``).
+            claims once (``sessions.configure_claim_session``).
         connect_timeout: seconds to wait for a connection before
             ``BackendUnavailable``.
         direct_url: the server itself, when ``url`` goes through a pooler:
@@ -80,10 +79,10 @@ class PostgresBackend(
             recovery, leadership check) waits for its reply before its session is
             abandoned with ``BackendUnavailable`` (silent partitions, ADR 0123).
 
-    Every URL gets TCP keepalives unless it sets them (``connections.DEFAULT_KEEPALIVES``).
+    Every URL gets TCP keepalives unless it sets them (``sessions.DEFAULT_KEEPALIVES``).
 
     ``aenqueue`` runs the same statements as ``enqueue`` on an asyncio pool of
-    up to ``pool_size`` sessions per event loop (``connections.AsyncPool``),
+    up to ``pool_size`` sessions per event loop (``pools.AsyncPool``),
     opened on first use (``enqueue.py``).
 
     Results are stored as ``finish`` is given them: the size bound

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from venturi.backend import CAP_RECHECK
-from venturi.postgres.connections import Connection
+from venturi.postgres.sessions import Connection
 from venturi.postgres.store import Store
 from venturi.types import Claim, ClaimedJob, ClaimFloor, KindLimits, LimitedClaim, Priority
 

@@ -14,16 +14,10 @@ import psycopg
 
 from venturi.backend import Listener
 from venturi.errors import BackendUnavailable
-from venturi.postgres.connections import (
-    Connection,
-    PollingListener,
-    PostgresLeadership,
-    PostgresListener,
-    connect,
-    leader_of_session,
-    leader_session_name,
-    translated_errors,
-)
+from venturi.postgres.driver_errors import translated_errors
+from venturi.postgres.leadership import PostgresLeadership, leader_of_session, leader_session_name
+from venturi.postgres.listener import PollingListener, PostgresListener
+from venturi.postgres.sessions import Connection, connect
 from venturi.postgres.store import Store
 from venturi.types import Leader
 

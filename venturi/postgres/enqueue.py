@@ -20,13 +20,9 @@ import psycopg
 from psycopg.types.json import set_json_dumps
 
 from venturi.errors import InvalidArgument
-from venturi.postgres.connections import (
-    AsyncConnection,
-    Connection,
-    reraise_translated,
-    translated_errors,
-)
+from venturi.postgres.driver_errors import reraise_translated, translated_errors
 from venturi.postgres.queries import Query
+from venturi.postgres.sessions import AsyncConnection, Connection
 from venturi.postgres.store import Store, job_row
 from venturi.types import JobRef, JobRow, MergeAction, NewJob
 

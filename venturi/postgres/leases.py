@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from venturi.postgres.connections import Connection
 from venturi.postgres.queries import Query
+from venturi.postgres.sessions import Connection
 from venturi.postgres.store import RESULT_CHANNEL, Store
 from venturi.types import Claim, Finished, Renewal
 

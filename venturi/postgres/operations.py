@@ -11,8 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 from venturi.errors import InvalidState, JobNotFound
-from venturi.postgres.connections import Connection
 from venturi.postgres.queries import Query
+from venturi.postgres.sessions import Connection
 from venturi.postgres.store import Store, job_row
 from venturi.types import (
     Cursor,

@@ -7,7 +7,7 @@ own channel (``store.RESULT_CHANNEL`` and the id).
 from __future__ import annotations
 
 from venturi.backend import Listener
-from venturi.postgres.connections import PollingListener, PostgresListener
+from venturi.postgres.listener import PollingListener, PostgresListener
 from venturi.postgres.store import RESULT_CHANNEL, Store
 from venturi.types import Status, StoredResult
 

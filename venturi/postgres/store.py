@@ -16,15 +16,11 @@ from typing import Any, TypeVar
 import psycopg
 
 from venturi.naming import Prefix
-from venturi.postgres.connections import (
-    AsyncPool,
-    Connection,
-    Pool,
-    ReplyWatchdog,
-    reraise_translated,
-    translated_errors,
-)
+from venturi.postgres.driver_errors import reraise_translated, translated_errors
+from venturi.postgres.pools import AsyncPool, Pool
 from venturi.postgres.queries import Queries
+from venturi.postgres.sessions import Connection
+from venturi.postgres.watchdog import ReplyWatchdog
 from venturi.types import JobRow, Priority, Status
 
 __all__ = ["RESULT_CHANNEL", "Store", "job_row"]
@@ -50,7 +46,7 @@ class Store:
     _watchdog: ReplyWatchdog
     #: Enqueues, outcomes, leases and every other pooled statement.
     _pool: Pool
-    #: Claims, on sessions that plan them once (``connections.configure_claim_session``).
+    #: Claims, on sessions that plan them once (``sessions.configure_claim_session``).
     _claim_pool: Pool
     #: Async enqueue's sessions: one pool per event loop, none until first used.
     _async_pool: AsyncPool
