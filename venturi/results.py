@@ -37,6 +37,18 @@ from venturi.errors import (
 from venturi.serialization import decode_json, encode_json, is_storable_text
 from venturi.types import Outcome, Status, StoredResult
 
+__all__ = [
+    "DEFAULT_RESULT_MAX_BYTES",
+    "POLL_MAX",
+    "POLL_START",
+    "bounded",
+    "encode_result",
+    "outcome_of",
+    "status_of",
+    "validate_result_max_bytes",
+    "wait_for_result",
+]
+
 logger = logging.getLogger(__name__)
 
 #: Largest result stored, in UTF-8 bytes of its JSON text: results live on the

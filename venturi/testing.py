@@ -76,6 +76,20 @@ from venturi.types import (
     Status,
 )
 
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_RUNS",
+    "SCHEDULED_HORIZON",
+    "DrainLimitReached",
+    "EagerLimitReached",
+    "EagerSession",
+    "Run",
+    "aperform",
+    "drain",
+    "eager",
+    "perform",
+]
+
 if TYPE_CHECKING:
     from venturi.app import App
     from venturi.task import Task

@@ -1,7 +1,11 @@
-"""Only the adapter, the composition root and the CLI may touch psycopg (ADR 8).
+"""The layers of the package, as written down in STYLE's layout and ADR 8.
 
-Two checks: a static scan of every module's imports, and a fresh interpreter
-that builds an App without using its backend, which must load no driver.
+Only the adapter, the composition root and the CLI's embedded-server command may
+touch psycopg: a static scan of every module's imports, and a fresh interpreter
+that builds an App without using its backend, which must load no driver. Then the
+floors of the import graph: no circle (type-only and lazy imports count), the
+vocabulary imports nothing above it, and the adapter reaches nothing but the
+vocabulary. Declared names are held by ``test_declared_surface.py``.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+from import_graph import cycles, graph, package_imports
 
 PACKAGE = Path(__file__).resolve().parents[2] / "venturi"
 ALLOWED = {"app.py", "cli/services.py"}
@@ -80,3 +86,62 @@ def test_using_the_backend_loads_the_adapter_and_its_driver() -> None:
         "app.close()"
     )
     assert {"psycopg", "psycopg_pool", "venturi.postgres.backend"} <= loaded
+
+
+# -- the floors of the import graph (STYLE, third-wave layout) ------------------------
+
+#: The vocabulary every layer speaks: values, errors, names, pure functions and the
+#: storage interface. It imports nothing above itself.
+VOCABULARY = frozenset(
+    f"venturi.{name}"
+    for name in (
+        "argument_types",
+        "backend",
+        "backoff",
+        "context",
+        "conversion",
+        "cron",
+        "cursor",
+        "errors",
+        "events",
+        "ids",
+        "logs",
+        "merge",
+        "naming",
+        "serialization",
+        "types",
+    )
+)
+
+
+def test_no_import_circle_type_only_and_lazy_imports_included() -> None:
+    assert cycles(graph(package_imports())) == []
+
+
+def test_the_circle_check_sees_a_circle(tmp_path: Path) -> None:
+    """Guards the check itself: a type-only import that closes a loop is a circle."""
+    package = tmp_path / "venturi"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from venturi.b import B\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from venturi.a import A\n"
+    )
+    assert cycles(graph(package_imports(package))) == [["venturi.a", "venturi.b"]]
+
+
+def test_the_vocabulary_imports_nothing_above_it() -> None:
+    edges = graph(package_imports())
+    above = {m: sorted(edges[m] - VOCABULARY) for m in VOCABULARY if edges[m] - VOCABULARY}
+    assert above == {}
+
+
+def test_the_adapter_imports_only_the_vocabulary_never_the_runtime_or_the_product() -> None:
+    edges = graph(package_imports())
+    reached = {
+        module: sorted(t for t in targets if not t.startswith("venturi.postgres"))
+        for module, targets in edges.items()
+        if module.startswith("venturi.postgres")
+    }
+    beyond = {m: [t for t in ts if t not in VOCABULARY] for m, ts in reached.items()}
+    assert {m: ts for m, ts in beyond.items() if ts} == {}

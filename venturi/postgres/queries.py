@@ -30,6 +30,15 @@ from psycopg.types.json import set_json_loads
 
 from venturi.naming import Prefix
 
+__all__ = [
+    "Queries",
+    "Query",
+    "QueryFileError",
+    "UndecodableJSON",
+    "parse_queries",
+    "read_json_with_venturi",
+]
+
 Cardinality = Literal["one", "many", "exec", "copy"]
 _HEADER = re.compile(
     r"^-- name: (?P<name>[a-z_]+) :(?P<card>one|many|exec|copy)(?P<replan> :replan)?\s*$",

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from venturi.backend import Coordination, Operator
 
-__all__ = ["ROLE", "Pruner"]
+__all__ = ["ROLE", "Pruner", "PrunerBackend"]
 
 logger = logging.getLogger(__name__)
 

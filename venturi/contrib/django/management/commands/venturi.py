@@ -19,6 +19,12 @@ from django.core.management.base import BaseCommand, CommandError
 from venturi.cli import main
 from venturi.contrib.django import kinds
 
+__all__ = [
+    "APP_SPEC",
+    "Command",
+    "cli_argv",
+]
+
 APP_SPEC = "venturi.contrib.django.state:command_app"
 
 
