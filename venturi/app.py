@@ -21,7 +21,7 @@ from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound, Wor
 from venturi.events import Events
 from venturi.naming import BEAT_ROLE, DEFAULT_PREFIX, Prefix
 from venturi.options import TaskOptions, validate_age_after
-from venturi.registry import Registry, default_registry, set_current_app
+from venturi.registry import Registry, set_current_app
 from venturi.results import (
     DEFAULT_RESULT_MAX_BYTES,
     status_of,
@@ -30,7 +30,7 @@ from venturi.results import (
 )
 from venturi.schedule import Schedule
 from venturi.serialization import is_storable_text
-from venturi.task import Task, TaskDecorator
+from venturi.task import Task, TaskDecorator, default_registry
 from venturi.types import (
     AppliedMigration,
     Cursor,
@@ -135,7 +135,7 @@ class App:
         self._database_url_lock = threading.Lock()
         self.direct_url = direct_url
         self.transaction_pooling = transaction_pooling
-        self.registry = Registry()
+        self.registry: Registry[Task[Any, Any]] = Registry()
         self._schedules: list[Schedule] = []
         self._backend = backend
         self._backend_lock = threading.Lock()

@@ -28,9 +28,9 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from venturi.backend import Backend, Leadership
+from venturi.backend import Coordination, Enqueue, Leadership, Operator
 from venturi.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -39,7 +39,7 @@ from venturi.errors import (
     JobNotFound,
 )
 from venturi.events import BeatTicked
-from venturi.naming import BEAT_ROLE as ROLE
+from venturi.naming import BEAT_ROLE
 from venturi.runtime.service import ServiceThread, check_at_start, run_until_signalled
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
 from venturi.serialization import decode_json
@@ -48,9 +48,14 @@ from venturi.types import JobRef, JobRow, NewJob
 if TYPE_CHECKING:
     from venturi.app import App
 
-__all__ = ["ROLE", "Beat"]
+__all__ = ["Beat", "BeatBackend"]
 
 logger = logging.getLogger(__name__)
+
+
+class BeatBackend(Enqueue, Coordination, Operator, Protocol):
+    """The storage roles a Beat uses: enqueue and the dedup-key reads of its ticks,
+    the database clock and leadership, and cancelling a superseded tick."""
 
 
 class Beat:
@@ -100,7 +105,7 @@ class Beat:
         self._is_standing_by = False
 
     @property
-    def backend(self) -> Backend:
+    def backend(self) -> BeatBackend:
         return self.app.backend
 
     @property
@@ -246,7 +251,7 @@ class Beat:
             logger.warning("beat lost the leadership of prefix %s; standing by", self.app.prefix)
             self._release()
             return False
-        leadership = self.backend.try_lead(ROLE)
+        leadership = self.backend.try_lead(BEAT_ROLE)
         if leadership is None:
             if not self._is_standing_by:
                 self._is_standing_by = True

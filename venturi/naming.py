@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 from venturi.errors import InvalidPrefix
 
-__all__ = ["BEAT_ROLE", "DEFAULT_PREFIX", "DERIVED_SUFFIXES", "MAX_PREFIX_LENGTH", "Prefix"]
+__all__ = [
+    "BEAT_ROLE",
+    "DEFAULT_PREFIX",
+    "DERIVED_SUFFIXES",
+    "MAX_PREFIX_LENGTH",
+    "PRUNER_ROLE",
+    "Prefix",
+]
 
 #: The prefix of an App (and an adapter) not told otherwise.
 DEFAULT_PREFIX = "venturi"
@@ -69,6 +76,8 @@ MAX_PREFIX_LENGTH = _IDENTIFIER_LIMIT - max(len(s) for s in DERIVED_SUFFIXES)
 #: The leadership role of ``Beat``, one holder per prefix: Beat takes it, and
 #: ``App.active_beat`` reads who holds it (ADR 0131).
 BEAT_ROLE = "beat"
+#: The leadership role of the worker's pruner: one worker of the prefix prunes at a time.
+PRUNER_ROLE = "pruner"
 
 
 @dataclass(frozen=True, slots=True)

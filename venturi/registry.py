@@ -1,7 +1,7 @@
 """Registries of tasks by kind, and the process's current App.
 
 Every ``App`` has its own ``Registry`` (``app.task``); ``@venturi.task``
-registers in ``default_registry``, shared by every App of the process, and
+registers in ``venturi.task.default_registry``, shared by every App of the process, and
 enqueues through the *current* App, the most recently created one that did not
 opt out, as Celery's ``shared_task`` does with ``current_app``.
 
@@ -16,9 +16,9 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
-from venturi.backend import Backend
+from venturi.backend import Enqueue
 from venturi.errors import DuplicateKind, NoCurrentApp
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "Registrable",
     "Registry",
     "current_app",
-    "default_registry",
     "set_current_app",
 ]
 
@@ -37,7 +36,7 @@ class AppLike(Protocol):
     """What the task layer needs from an App: the backend it enqueues through."""
 
     @property
-    def backend(self) -> Backend: ...
+    def backend(self) -> Enqueue: ...
 
 
 class Registrable(Protocol):
@@ -51,29 +50,31 @@ class Registrable(Protocol):
     def fn(self) -> Callable[..., object]: ...
 
 
-class Registry:
+T = TypeVar("T", bound=Registrable)
+
+
+class Registry(Generic[T]):
     """Tasks by kind. Registration is thread-safe; reads see an immutable view.
 
     Re-registering the *same* function (same module and qualified name, e.g.
     after a module is re-imported or reloaded) replaces the task silently; a
     different function under an existing kind raises ``DuplicateKind``.
 
-    The tasks are ``venturi.task.Task`` objects (``TaskDecorator`` registers
-    them); ``tasks`` hands them out as ``Any`` because this module cannot name
-    ``Task`` without an import circle, and ``App.tasks()`` types them again.
+    Generic in what it holds (``Registry[Task[Any, Any]]``), so this module,
+    below ``venturi.task``, need not name ``Task``.
     """
 
     def __init__(self) -> None:
-        self._tasks: dict[str, Any] = {}
-        self._view: Mapping[str, Any] = MappingProxyType(self._tasks)
+        self._tasks: dict[str, T] = {}
+        self._view: Mapping[str, T] = MappingProxyType(self._tasks)
         self._lock = threading.Lock()
 
     @property
-    def tasks(self) -> Mapping[str, Any]:
+    def tasks(self) -> Mapping[str, T]:
         """A read-only, live view of kind -> task."""
         return self._view
 
-    def register(self, task: Registrable) -> None:
+    def register(self, task: T) -> None:
         with self._lock:
             existing = self._tasks.get(task.kind)
             if existing is not None and _identity(existing.fn) != _identity(task.fn):
@@ -85,9 +86,6 @@ class Registry:
 def _identity(fn: object) -> tuple[str, str]:
     return getattr(fn, "__module__", "") or "", getattr(fn, "__qualname__", repr(fn))
 
-
-#: The registry of ``@venturi.task``: every App serves these tasks too.
-default_registry = Registry()
 
 _current_app: AppLike | None = None
 

@@ -28,7 +28,7 @@ from typing import (
     overload,
 )
 
-from venturi.backend import Backend
+from venturi.backend import Enqueue
 from venturi.binding import Binding
 from venturi.context import Context
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
@@ -48,7 +48,7 @@ from venturi.options import (
     validate_kind,
     validate_priority,
 )
-from venturi.registry import AppLike, Registry, current_app, default_registry
+from venturi.registry import AppLike, Registry, current_app
 from venturi.serialization import decode_json
 from venturi.types import (
     JobRef,
@@ -61,7 +61,7 @@ from venturi.types import (
 )
 from venturi.workflows import Enqueuer, Signature
 
-__all__ = ["EagerHook", "Task", "TaskDecorator", "eager_session", "task"]
+__all__ = ["EagerHook", "Task", "TaskDecorator", "default_registry", "eager_session", "task"]
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ class Task(Generic[P, R]):
             f"positional arguments, got {type(item).__qualname__}"
         )
 
-    def _backend(self) -> Backend:
+    def _backend(self) -> Enqueue:
         app = self._app if self._app is not None else current_app(self.kind)
         return app.backend
 
@@ -446,6 +446,10 @@ def _check_batch_size(batch_size: int) -> None:
         raise EnqueueError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
+#: The registry of ``@venturi.task``: every App serves these tasks too.
+default_registry: Registry[Task[Any, Any]] = Registry()
+
+
 class TaskDecorator:
     """What ``@task(...)`` (and ``app.task(...)``) with options returns.
 
@@ -457,11 +461,11 @@ class TaskDecorator:
         self,
         options: TaskOptions,
         *,
-        registry: Registry = default_registry,
+        registry: Registry[Task[Any, Any]] | None = None,
         app: AppLike | None = None,
     ) -> None:
         self._options = options
-        self._registry = registry
+        self._registry = default_registry if registry is None else registry
         self._app = app
 
     @overload

@@ -26,7 +26,8 @@ from psycopg.conninfo import make_conninfo
 from support import count, duplicate_ticks, wait_until
 
 import venturi
-from venturi.beat import ROLE, Beat
+from venturi.beat import Beat
+from venturi.naming import BEAT_ROLE as ROLE
 from venturi.naming import Prefix
 from venturi.task import Task
 from venturi.worker import Worker

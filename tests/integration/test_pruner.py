@@ -8,7 +8,8 @@ from typing import Any
 from support import wait_until
 
 import venturi
-from venturi.runtime.pruner import ROLE, Pruner
+from venturi.naming import PRUNER_ROLE as ROLE
+from venturi.runtime.pruner import Pruner
 
 
 def insert(db: Any, job_id: str, status: str, finished_days_ago: float | None) -> None:

@@ -22,8 +22,8 @@ from venturi.errors import (
 )
 from venturi.merge import Merge, keep_existing
 from venturi.options import DEFAULT_LEASE, DEFAULT_MAX_FAILURES, TaskOptions
-from venturi.registry import Registry, current_app, default_registry, set_current_app
-from venturi.task import Task, TaskDecorator, task
+from venturi.registry import Registry, current_app, set_current_app
+from venturi.task import Task, TaskDecorator, default_registry, task
 from venturi.types import Priority
 
 

@@ -14,12 +14,11 @@ from datetime import timedelta
 from typing import Protocol
 
 from venturi.backend import Coordination, Operator
+from venturi.naming import PRUNER_ROLE
 
-__all__ = ["ROLE", "Pruner", "PrunerBackend"]
+__all__ = ["Pruner", "PrunerBackend"]
 
 logger = logging.getLogger(__name__)
-
-ROLE = "pruner"
 
 
 class PrunerBackend(Coordination, Operator, Protocol):
@@ -44,7 +43,7 @@ class Pruner:
 
     def run_once(self) -> int | None:
         """Prune if no other worker is; ``None`` when another holds the role."""
-        leadership = self._backend.try_lead(ROLE)
+        leadership = self._backend.try_lead(PRUNER_ROLE)
         if leadership is None:
             return None
         try:
