@@ -80,9 +80,9 @@ def migration_tables() -> tuple[str, ...]:
     )
 
 
-#: Every table a migrated prefix has (the migrations' and the history), for the
-#: modules that still drop a prefix table by table; ``drop_prefix_tables`` is
-#: the one to use.
+#: Every table a migrated prefix has (the migrations' and the history), read from
+#: the migration files: ``test_prefix_tables`` holds the catalog read of
+#: ``prefix_tables`` equal to it. To drop a prefix, use ``drop_prefix_tables``.
 PREFIX_TABLES = (*migration_tables(), "migrations")
 
 

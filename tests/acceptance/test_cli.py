@@ -18,11 +18,10 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from cli_support import COMMAND_TIMEOUT, HERE, Run, cli_env, failed_with, json_of, succeeded
 from psycopg.conninfo import make_conninfo
-from support import PREFIX_TABLES, wait_until
+from support import drop_prefix, wait_until
 from ulid import ULID
 
 import venturi
@@ -55,9 +54,7 @@ def insert_finished(db: Any, status: str, finished_ago: timedelta) -> str:
 def fresh_prefix(database_url: str) -> Iterator[str]:
     value = f"t_cli_{secrets.token_hex(4)}"
     yield value
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        for table in PREFIX_TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {value}_{table} CASCADE")
+    drop_prefix(database_url, value)
 
 
 def test_migrate_applies_every_migration_once_and_is_idempotent(

@@ -23,7 +23,7 @@ import orjson
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
-from support import PREFIX_TABLES, drop_prefix, wait_until
+from support import drop_prefix, drop_prefix_tables, wait_until
 
 import venturi
 from venturi.errors import SchemaMissing
@@ -148,8 +148,7 @@ def _drop_under_live_worker(database_url: str, prefix: str) -> None:
     for _ in range(20):
         try:
             with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
-                for table in PREFIX_TABLES:
-                    conn.execute(f"DROP TABLE IF EXISTS {prefix}_{table} CASCADE")
+                drop_prefix_tables(conn, prefix)
             return
         except psycopg.errors.DeadlockDetected:
             continue

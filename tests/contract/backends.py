@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 from pgbouncer import shared_pgbouncer
 from ulid import ULID
 
@@ -40,16 +39,6 @@ class BackendCase:
     name: str
     build: Callable[[str, str], Backend]
     large_batch: int
-
-
-def drop_prefix_tables(database_url: str, prefix: str) -> None:
-    """Every table of ``prefix``, whichever migrations made them (read from the catalog)."""
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        tables = conn.execute(
-            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s", [f"{prefix}\\_%"]
-        ).fetchall()
-        for (table,) in tables:
-            conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
 
 
 def _postgres(database_url: str, prefix: str) -> Backend:

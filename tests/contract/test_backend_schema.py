@@ -7,8 +7,9 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from backends import BackendCase, drop_prefix_tables, new_job
+from backends import BackendCase, new_job
 from psycopg.conninfo import conninfo_to_dict
+from support import drop_prefix
 from ulid import ULID
 
 from venturi.backend import Backend
@@ -49,7 +50,7 @@ def test_migrate_on_a_migrated_prefix_applies_nothing(backend: Backend) -> None:
 def fresh_prefix(database_url: str) -> Iterator[str]:
     value = f"t_{secrets.token_hex(5)}"
     yield value
-    drop_prefix_tables(database_url, value)
+    drop_prefix(database_url, value)
 
 
 def test_migrate_applies_every_version_once_then_nothing(
