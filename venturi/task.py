@@ -430,7 +430,7 @@ class Task(Generic[P, R]):
 
 
 #: ``isinstance(app, ResultSource)`` per App class: a runtime Protocol check is a
-#: visible share of every ``.delay()`` (bench/README.md, "Enqueue path").
+#: visible share of every ``.delay()`` (bench/JOURNAL.md, section 6).
 _RESULT_SOURCE_CLASSES: dict[type, bool] = {}
 
 
