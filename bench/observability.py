@@ -30,7 +30,8 @@ from workload import database_url
 
 import venturi
 from venturi.contrib.otel import instrument
-from venturi.types import JobRef, NewJob
+from venturi.refs import JobRef
+from venturi.types import NewJob
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -18,8 +18,9 @@ from venturi.errors import (
     WorkflowNotFound,
 )
 from venturi.merge import Merge
+from venturi.refs import JobRef
 from venturi.task import Task, task
-from venturi.types import JobRef, Outcome, OutcomeKind, Priority, Status
+from venturi.types import Outcome, OutcomeKind, Priority, Status
 from venturi.worker import Worker
 from venturi.workflows import chain, chord, group
 

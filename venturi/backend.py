@@ -34,6 +34,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from venturi.refs import JobRef
 from venturi.types import (
     AppliedMigration,
     Claim,
@@ -42,7 +43,6 @@ from venturi.types import (
     Cursor,
     Finished,
     JobDetail,
-    JobRef,
     JobRow,
     KindLimits,
     Leader,

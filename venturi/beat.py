@@ -40,10 +40,11 @@ from venturi.errors import (
 )
 from venturi.events import BeatTicked
 from venturi.naming import BEAT_ROLE
+from venturi.refs import JobRef
 from venturi.runtime.service import ServiceThread, check_at_start, run_until_signalled
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
 from venturi.serialization import decode_json
-from venturi.types import JobRef, JobRow, NewJob
+from venturi.types import JobRow, NewJob
 
 if TYPE_CHECKING:
     from venturi.app import App

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from venturi.types import ClaimedJob, JobRef, NewJob, Outcome, OutcomeKind, Priority
+from venturi.refs import JobRef
+from venturi.types import ClaimedJob, NewJob, Outcome, OutcomeKind, Priority
 
 __all__ = [
     "SLOW_SUBSCRIBER",

@@ -48,17 +48,10 @@ from venturi.options import (
     validate_kind,
     validate_priority,
 )
+from venturi.refs import JobRef, ResultSource
 from venturi.registry import AppLike, Registry, current_app
 from venturi.serialization import decode_json
-from venturi.types import (
-    JobRef,
-    MergeAction,
-    MergeDecision,
-    MergeResolver,
-    NewJob,
-    Priority,
-    ResultSource,
-)
+from venturi.types import MergeAction, MergeDecision, MergeResolver, NewJob, Priority
 from venturi.workflows import Enqueuer, Signature
 
 __all__ = ["EagerHook", "Task", "TaskDecorator", "default_registry", "eager_session", "task"]
@@ -133,7 +126,7 @@ class Task(Generic[P, R]):
 
     # -- enqueue -------------------------------------------------------------------
 
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef:
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef[R]:
         """Enqueue a call with the task's defaults; see ``apply_async`` for the options."""
         return self.apply_async(args, kwargs)
 
@@ -147,7 +140,7 @@ class Task(Generic[P, R]):
         priority: Priority | int | None = None,
         dedup_key: str | int | None = None,
         connection: object | None = None,
-    ) -> JobRef:
+    ) -> JobRef[R]:
         """Enqueue one call.
 
         Options:
@@ -172,7 +165,7 @@ class Task(Generic[P, R]):
         *,
         batch_size: int = 5000,
         connection: object | None = None,
-    ) -> list[JobRef]:
+    ) -> list[JobRef[R]]:
         """Enqueue many calls, one backend round trip per ``batch_size`` items.
 
         A mapping item is keyword arguments, a sequence item positional ones.
@@ -350,7 +343,7 @@ class Task(Generic[P, R]):
 
     # -- async enqueue (ADR 0122) ----------------------------------------------------
 
-    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef:
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef[R]:
         """``delay``, awaited on the running event loop: ``ref = await send.adelay(...)``."""
         return await self.aapply_async(args, kwargs)
 
@@ -364,7 +357,7 @@ class Task(Generic[P, R]):
         priority: Priority | int | None = None,
         dedup_key: str | int | None = None,
         connection: object | None = None,
-    ) -> JobRef:
+    ) -> JobRef[R]:
         """``apply_async``, awaited; ``connection`` is a ``psycopg.AsyncConnection``.
 
         The call is validated and encoded (``new_job``) before the first
@@ -385,10 +378,10 @@ class Task(Generic[P, R]):
         *,
         batch_size: int = 5000,
         connection: object | None = None,
-    ) -> list[JobRef]:
+    ) -> list[JobRef[R]]:
         """``delay_many``, awaited: the same batches, validation and partial-write note."""
         _check_batch_size(batch_size)
-        refs: list[JobRef] = []
+        refs: list[JobRef[R]] = []
         for batch in self._batches(items, batch_size):
             refs.extend(await self._aenqueue(batch, connection))
         return self.with_source(refs)

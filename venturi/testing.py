@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from venturi.errors import ConfigurationError, JobFailed, JobNotFound
 from venturi.ids import new_id
+from venturi.refs import JobRef
 from venturi.runtime.executor import aexecute, execute, refuse_inside_event_loop
 from venturi.runtime.runner import Runner, worker_id
 from venturi.serialization import decode_json, encode_json
@@ -66,7 +67,6 @@ from venturi.task import eager_session
 from venturi.types import (
     Claim,
     ClaimedJob,
-    JobRef,
     NewEdge,
     NewJob,
     NewWorkflow,

@@ -14,17 +14,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum, StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from venturi.cursor import Cursor, decode_cursor, encode_cursor
-from venturi.errors import ConfigurationError
 
 __all__ = [
     "AppliedMigration", "Claim", "ClaimFloor", "ClaimedJob", "Cursor", "Finished", "JobDetail",
-    "JobRef", "JobRow", "JobSummary", "JournalEntry", "KindLimits", "KindStats", "Leader",
+    "JobRow", "JobSummary", "JournalEntry", "KindLimits", "KindStats", "Leader",
     "LimitedClaim", "MergeAction", "MergeDecision", "MergeResolver", "MinuteCounts", "NewEdge",
     "NewJob", "NewStep", "NewWorkflow", "Outcome", "OutcomeKind", "Page", "Priority", "RateLimit",
-    "Renewal", "ResultSource", "Stats", "Status", "StepState", "StoredResult", "SummaryPage",
+    "Renewal", "Stats", "Status", "StepState", "StoredResult", "SummaryPage",
     "Throughput", "WorkerInfo", "WorkerRegistration", "Workflow", "WorkflowStep",
     "WorkflowSummary", "decode_cursor", "encode_cursor",
 ]
@@ -113,58 +112,6 @@ class NewJob:
     headers: Mapping[str, str] | None = None
     #: The key claims of a ``fair_key`` task rotate by (ADR 0129); None: a plain job.
     fair_key: str | None = None
-
-
-@runtime_checkable
-class ResultSource(Protocol):
-    """Where a ``JobRef`` waits for its job's result: the App that enqueued it (ADR 0124)."""
-
-    def result(self, job_id: str, timeout: float | None = 0) -> Any: ...
-
-    async def aresult(self, job_id: str, timeout: float | None = 0) -> Any: ...
-
-    def status(self, job_id: str) -> Status: ...
-
-
-@dataclass(frozen=True, slots=True)
-class JobRef:
-    """What an enqueue returns: the id of the row that holds the work.
-
-    ``merged`` is true when the job was folded into an existing pending
-    sibling (keep, replace, combine); ``id`` is then the sibling's id, so a
-    merged ref waits on the survivor. ``source`` is the App the task enqueued
-    through, kept out of equality, hashing and repr: two refs to one job are
-    equal whoever made them. A ref built by hand (``JobRef(id)``) has none;
-    wait with ``app.result(id)`` instead.
-    """
-
-    id: str
-    merged: bool = False
-    source: ResultSource | None = field(default=None, compare=False, hash=False, repr=False)
-
-    def result(self, timeout: float | None = None) -> Any:
-        """Block until the job is terminal and return its result (``timeout`` s; None:
-        no limit). Raises ``JobFailed``, ``ResultTimeout``, ``JobNotFound``."""
-        return self._source().result(self.id, timeout)
-
-    async def aresult(self, timeout: float | None = None) -> Any:
-        """``result``, awaited."""
-        return await self._source().aresult(self.id, timeout)
-
-    def get(self, timeout: float | None = None) -> Any:
-        """``result`` under Celery's name (``AsyncResult.get``), for code moving over."""
-        return self._source().result(self.id, timeout)
-
-    def status(self) -> Status:
-        return self._source().status(self.id)
-
-    def _source(self) -> ResultSource:
-        if self.source is None:
-            raise ConfigurationError(
-                f"this JobRef({self.id!r}) was not returned by an enqueue, so it knows no App; "
-                "use app.result(job_id) instead"
-            )
-        return self.source
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,15 +39,9 @@ from ulid import ULID
 from venturi.binding import Binding
 from venturi.errors import ArgumentsMismatch, ConfigurationError
 from venturi.options import TaskOptions
+from venturi.refs import JobRef, ResultSource
 from venturi.serialization import encode_json
-from venturi.types import (
-    JobRef,
-    NewEdge,
-    NewJob,
-    NewStep,
-    NewWorkflow,
-    ResultSource,
-)
+from venturi.types import NewEdge, NewJob, NewStep, NewWorkflow
 
 __all__ = [
     "Canvas",

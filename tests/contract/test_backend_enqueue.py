@@ -18,9 +18,9 @@ from backends import KIND, BackendCase, ClaimAll, new_job
 from ulid import ULID
 
 from venturi.backend import Backend
+from venturi.refs import JobRef
 from venturi.types import (
     Finished,
-    JobRef,
     JobRow,
     MergeAction,
     MergeDecision,

@@ -15,7 +15,8 @@ from ulid import ULID
 
 from venturi.backend import Backend
 from venturi.errors import InvalidArgument
-from venturi.types import JobRef, MergeAction, MergeDecision, NewJob, Priority
+from venturi.refs import JobRef
+from venturi.types import MergeAction, MergeDecision, NewJob, Priority
 
 pytestmark = pytest.mark.anyio
 

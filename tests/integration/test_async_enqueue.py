@@ -29,7 +29,8 @@ from venturi.errors import (
     SchemaMissing,
 )
 from venturi.postgres import PostgresBackend
-from venturi.types import JobRef, Priority
+from venturi.refs import JobRef
+from venturi.types import Priority
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,9 @@ import pytest
 import venturi
 from venturi.errors import EnqueueError
 from venturi.merge import Merge
+from venturi.refs import JobRef
 from venturi.task import Task
-from venturi.types import JobRef, Priority
+from venturi.types import Priority
 
 
 def counter_task(app: venturi.App, merge: Any = None, kind: str = "hits") -> Task[..., None]:

@@ -24,9 +24,10 @@ from venturi.errors import (
     InvalidPayload,
     InvalidPriority,
 )
+from venturi.refs import JobRef
 from venturi.registry import set_current_app
 from venturi.task import task
-from venturi.types import JobRef, NewJob, Priority
+from venturi.types import NewJob, Priority
 
 
 class CountingBackend:

@@ -27,8 +27,9 @@ from venturi.errors import (
     ResultUnavailable,
 )
 from venturi.postgres import PostgresBackend
+from venturi.refs import JobRef
 from venturi.testing import drain, eager
-from venturi.types import JobRef, Status
+from venturi.types import Status
 from venturi.worker import Worker
 
 JSON_VALUES: list[Any] = [

@@ -52,8 +52,8 @@ from venturi.errors import (
 from venturi.naming import MAX_PREFIX_LENGTH
 from venturi.options import MAX_DEDUP_KEY_BYTES, MAX_KIND_BYTES
 from venturi.postgres import PostgresBackend
+from venturi.refs import JobRef
 from venturi.serialization import MAX_DEPTH, MAX_ENCODED_BYTES, encode_json
-from venturi.types import JobRef
 from venturi.worker import Worker
 
 EXAMPLES = settings(

@@ -33,7 +33,8 @@ import venturi
 from venturi.beat import Beat
 from venturi.context import Context
 from venturi.errors import Fail, MigrationError, Retry
-from venturi.types import JobRef, Status
+from venturi.refs import JobRef
+from venturi.types import Status
 from venturi.worker import Worker
 
 DOCUMENT = Path(__file__).parents[2] / "docs" / "operations" / "least-privilege.md"

@@ -1,14 +1,17 @@
 """Type-checked by tests/unit/test_typing.py, never run: ``.delay()`` and ``await
-.adelay()`` are checked against the handler's signature (without ``ctx``). Lines ending
-in ``# rejected`` must be flagged by mypy; every other line must pass."""
+.adelay()`` are checked against the handler's signature (without ``ctx``), and a ref's
+result is typed from the handler's return annotation (an ``async def`` handler's
+awaited value). Lines ending in ``# rejected`` must be flagged by mypy; every other
+line must pass."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from venturi.context import Context
+from venturi.refs import JobRef
 from venturi.task import task
-from venturi.types import JobRef, Priority
+from venturi.types import Priority
 
 
 @task(kind="typing.send", priority=Priority.HIGH, lease=timedelta(minutes=2))
@@ -60,3 +63,19 @@ async def enqueue_an_async_task() -> tuple[bytes, JobRef]:
     body: bytes = await fetch("https://x.org")
     await fetch.adelay(b"x")  # rejected
     return body, await fetch.adelay("https://x.org")
+
+
+count: int = total.delay(1).result(timeout=5)
+count_too: int = total.delay(1).get(timeout=5)
+not_a_count: str = total.delay(1).result()  # rejected
+body_later: bytes = fetch.delay("https://x.org").result()
+not_a_body: str = fetch.delay("https://x.org").get()  # rejected
+typed_ref: JobRef[int] = total.delay(2)
+untyped_ref: JobRef = send.delay("a@x.org", subject="hi")
+
+
+async def wait_from_async_code() -> int:
+    ref = await total.adelay(1)
+    body: bytes = await (await fetch.adelay("https://x.org")).aresult()
+    wrong: str = await ref.aresult()  # rejected
+    return await ref.aresult() + len(body)

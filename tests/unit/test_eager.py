@@ -28,9 +28,10 @@ from venturi.errors import (
     InvalidPriority,
 )
 from venturi.options import TaskOptions
+from venturi.refs import JobRef
 from venturi.task import Task, eager_session
 from venturi.testing import DrainLimitReached, EagerLimitReached, eager
-from venturi.types import JobRef, OutcomeKind
+from venturi.types import OutcomeKind
 
 
 @pytest.fixture

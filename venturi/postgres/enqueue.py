@@ -24,7 +24,8 @@ from venturi.postgres.driver_errors import reraise_translated, translated_errors
 from venturi.postgres.queries import Query
 from venturi.postgres.sessions import AsyncConnection, Connection
 from venturi.postgres.store import Store, job_row
-from venturi.types import JobRef, JobRow, MergeAction, NewJob
+from venturi.refs import JobRef
+from venturi.types import JobRow, MergeAction, NewJob
 
 __all__ = ["COPY_THRESHOLD", "EnqueueVerbs"]
 
