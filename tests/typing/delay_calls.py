@@ -78,4 +78,4 @@ async def wait_from_async_code() -> int:
     ref = await total.adelay(1)
     body: bytes = await (await fetch.adelay("https://x.org")).aresult()
     wrong: str = await ref.aresult()  # rejected
-    return await ref.aresult() + len(body)
+    return len(wrong) + await ref.aresult() + len(body)

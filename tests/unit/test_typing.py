@@ -1,21 +1,29 @@
-"""Typed tasks: mypy checks ``.delay()`` and ``.adelay()`` calls against the handler
-(ctx excluded)."""
+"""Typed tasks and integrations: mypy checks ``.delay()`` and ``.adelay()`` calls against
+the handler (ctx excluded), a ref's result against its return annotation, and the
+README's in-server worker lines as written."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
 from mypy import api
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "tests" / "typing" / "delay_calls.py"
+SAMPLES = ROOT / "tests" / "typing"
 
 
-def test_mypy_accepts_fitting_delay_calls_and_flags_the_others(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sample", "rejections"), [("delay_calls.py", 14), ("web_lifespans.py", 1)]
+)
+def test_mypy_accepts_the_fitting_lines_and_flags_the_others(
+    tmp_path: Path, sample: str, rejections: int
+) -> None:
+    path = SAMPLES / sample
     stdout, stderr, _ = api.run(
         [
-            str(SAMPLE),
+            str(path),
             "--config-file",
             str(ROOT / "pyproject.toml"),
             "--cache-dir",
@@ -26,9 +34,10 @@ def test_mypy_accepts_fitting_delay_calls_and_flags_the_others(tmp_path: Path) -
     )
     assert stderr == ""
     flagged = {
-        int(match.group(1)) for match in re.finditer(r"delay_calls\.py:(\d+): error:", stdout, re.M)
+        int(match.group(1))
+        for match in re.finditer(rf"{re.escape(sample)}:(\d+): error:", stdout, re.M)
     }
-    lines = SAMPLE.read_text().splitlines()
+    lines = path.read_text().splitlines()
     rejected = {n for n, line in enumerate(lines, start=1) if line.endswith("# rejected")}
-    assert len(rejected) == 14
+    assert len(rejected) == rejections
     assert flagged == rejected, stdout

@@ -28,7 +28,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, overload
 
 from venturi import App, Worker
 from venturi.logs import show_in_server
@@ -37,11 +37,14 @@ __all__ = ["Lifespan", "WorkerLifespan", "worker_lifespan"]
 
 logger = logging.getLogger(__name__)
 
+#: The state a lifespan yields to the requests (``None``: none).
+S = TypeVar("S", bound="Mapping[str, Any] | None")
+
 #: What Starlette and FastAPI accept as ``lifespan=``: called with the ASGI app.
-Lifespan = Callable[[Any], AbstractAsyncContextManager[Mapping[str, Any] | None]]
+Lifespan = Callable[[Any], AbstractAsyncContextManager[S]]
 
 
-class WorkerLifespan:
+class WorkerLifespan(Generic[S]):
     """The lifespan ``worker_lifespan`` returns; ``worker`` is the running Worker, if any.
 
     Options:
@@ -57,7 +60,7 @@ class WorkerLifespan:
         self,
         app: App,
         *,
-        lifespan: Lifespan | None = None,
+        lifespan: Lifespan[S] | None = None,
         grace: float = 30.0,
         close_app: bool = True,
         **worker_options: Any,
@@ -69,14 +72,14 @@ class WorkerLifespan:
         self._close_app = close_app
         self._worker_options = worker_options
 
-    def __call__(self, asgi_app: Any) -> AbstractAsyncContextManager[Mapping[str, Any] | None]:
+    def __call__(self, asgi_app: Any) -> AbstractAsyncContextManager[S]:
         return self._run(asgi_app)
 
     @asynccontextmanager
-    async def _run(self, asgi_app: Any) -> AsyncIterator[Mapping[str, Any] | None]:
+    async def _run(self, asgi_app: Any) -> AsyncIterator[S]:
         if self._lifespan is None:
             async with self._worker_running():
-                yield None
+                yield cast(S, None)  # WorkerLifespan[None]: worker_lifespan's overloads
             return
         async with self._lifespan(asgi_app) as state, self._worker_running():
             yield state
@@ -97,19 +100,39 @@ class WorkerLifespan:
                 await self.app.aclose()
 
 
+@overload
 def worker_lifespan(
     app: App,
     *,
-    lifespan: Lifespan | None = None,
+    lifespan: None = None,
     grace: float = 30.0,
     close_app: bool = True,
     **worker_options: Any,
-) -> WorkerLifespan:
+) -> WorkerLifespan[None]: ...
+@overload
+def worker_lifespan(
+    app: App,
+    *,
+    lifespan: Lifespan[S],
+    grace: float = 30.0,
+    close_app: bool = True,
+    **worker_options: Any,
+) -> WorkerLifespan[S]: ...
+def worker_lifespan(
+    app: App,
+    *,
+    lifespan: Lifespan[Any] | None = None,
+    grace: float = 30.0,
+    close_app: bool = True,
+    **worker_options: Any,
+) -> WorkerLifespan[Any]:
     """A lifespan that runs a ``venturi.Worker`` for as long as the ASGI app serves.
 
     Pass it as ``FastAPI(lifespan=...)`` or ``Starlette(lifespan=...)``; the
-    options are ``WorkerLifespan``'s. Raises ``ConfigurationError`` at startup
-    for worker options that cannot work (the server then refuses to start).
+    options are ``WorkerLifespan``'s. Its type is the state your own ``lifespan``
+    yields (``None`` without one), so a type checker accepts it where the framework
+    does. Raises ``ConfigurationError`` at startup for worker options that cannot
+    work (the server then refuses to start).
     """
     return WorkerLifespan(
         app, lifespan=lifespan, grace=grace, close_app=close_app, **worker_options
