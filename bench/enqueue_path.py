@@ -6,6 +6,9 @@ back to what it was, turn by turn (``enqueue._lockstep``), on one fresh prefix:
 - ``before``: ids by ``str(ulid.ULID())`` and the ``ResultSource`` Protocol
   check on every call (the code before ADR 0132);
 - ``python-ulid ids``: only the ids as before;
+- ``no argument check``: the code as it is without the enqueue-time check of the
+  arguments against the handler's annotations (ADR 0133), so its cost is
+  ``after`` against it;
 - ``after``: the code as it is (``venturi.ids``, the check remembered per class).
 
 Figures: ``.delay()`` and ``delay_many`` (batches of 5,000) in jobs/s, and
@@ -28,7 +31,8 @@ from ulid import ULID
 from venturi_bench import Prefix
 from workload import database_url, noop_payload
 
-from venturi.types import ResultSource
+from venturi.binding import Binding
+from venturi.refs import ResultSource
 
 TASK = sys.modules["venturi.task"]  # the module (``venturi.task`` is also the decorator)
 
@@ -41,25 +45,30 @@ def _protocol_check(app: object) -> bool:
     return isinstance(app, ResultSource)
 
 
-VARIANTS: dict[str, dict[str, Any]] = {
-    "before": {"new_id": _ulid_id, "_is_result_source": _protocol_check},
-    "python-ulid ids": {"new_id": _ulid_id},
-    "after": {},
+def _no_check(self: Binding[Any], arguments: Any) -> None:
+    return None
+
+
+VARIANTS: dict[str, list[tuple[Any, str, Any]]] = {
+    "before": [(TASK, "new_id", _ulid_id), (TASK, "_is_result_source", _protocol_check)],
+    "python-ulid ids": [(TASK, "new_id", _ulid_id)],
+    "no argument check": [(Binding, "check_types", _no_check)],
+    "after": [],
 }
 
 
 @contextmanager
 def variant(name: str) -> Iterator[None]:
-    """The task module with ``name``'s pieces swapped in, restored afterwards."""
+    """The code with ``name``'s pieces swapped in, restored afterwards."""
     swaps = VARIANTS[name]
-    saved = {attr: getattr(TASK, attr) for attr in swaps}
-    for attr, value in swaps.items():
-        setattr(TASK, attr, value)
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in swaps]
+    for owner, attr, value in swaps:
+        setattr(owner, attr, value)
     try:
         yield
     finally:
-        for attr, value in saved.items():
-            setattr(TASK, attr, value)
+        for owner, attr, value in saved:
+            setattr(owner, attr, value)
 
 
 def _in(name: str, op: Callable[[int], None]) -> Callable[[int], None]:
@@ -112,7 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     result = measure(database_url(args.database_url), args.single, args.bulk)
-    after, before = result["after"], result["before"]
+    after, before, unchecked = result["after"], result["before"], result["no argument check"]
     print(f"{'variant':<16} {'delay jobs/s':>13} {'delay_many jobs/s':>18} {'new_job us':>11}")
     for name, figures in result.items():
         print(
@@ -123,6 +132,11 @@ def main() -> None:
         f"after / before: delay {after['delay_jobs_per_s'] / before['delay_jobs_per_s']:.3f},"
         f" delay_many {after['delay_many_jobs_per_s'] / before['delay_many_jobs_per_s']:.3f}"
         f" ({time.perf_counter() - started:.0f} s)"
+    )
+    print(
+        "after / no argument check: delay"
+        f" {after['delay_jobs_per_s'] / unchecked['delay_jobs_per_s']:.3f},"
+        f" new_job {after['new_job_us'] - unchecked['new_job_us']:+.2f} us"
     )
 
 
