@@ -261,7 +261,7 @@ def _check_bind(args: argparse.Namespace, token: str | None) -> None:
 
     A random token is a loopback convenience: beyond it the dashboard is for
     other people, who need a token that survives a restart and was not read
-    off the service's log (ADR 0131, amendment).
+    off the service's log (ADR 0117, amendment).
     """
     if _is_loopback(args.host):
         return

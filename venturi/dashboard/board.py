@@ -118,7 +118,7 @@ class Dashboard:
             raise ConfigurationError(f"live_interval must be positive, got {live_interval}")
         self.app = app
         self.token = token
-        #: With a token, reading needs sign-in too unless ``public_read`` (ADR 0131,
+        #: With a token, reading needs sign-in too unless ``public_read`` (ADR 0117,
         #: amendment); without one (read-only, or the host's ``authorize``), the
         #: host in front decides who reads.
         self.reads_need_sign_in = token is not None and not public_read
