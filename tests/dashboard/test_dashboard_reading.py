@@ -54,6 +54,17 @@ def reads(rows: dict[str, str]) -> list[str]:
     ]
 
 
+def sign_in_to(client, target: str, *, token: str = TOKEN, root: str = ""):
+    """Post the sign-in form of a fresh login page, asking to go back to ``target``."""
+    login = client.get(f"{root}/login").text
+    return client.post(
+        f"{root}/login",
+        data={"csrf": csrf_of(login), "token": token, "next": target},
+        headers={"origin": BASE},
+        follow_redirects=False,
+    )
+
+
 def counting(app, *names: str) -> list[str]:
     calls: list[str] = []
     for name in names:
@@ -123,12 +134,7 @@ def test_signing_in_leads_back_to_the_page_asked_for(stranger, rows) -> None:
     sent = stranger.get(asked, headers=PAGE, follow_redirects=False).headers["location"]
     login = stranger.get(sent, headers=PAGE).text
     assert 'name="next" value="/jobs?status=dead&amp;kind=mail.send"' in login
-    answer = stranger.post(
-        "/login",
-        data={"csrf": csrf_of(login), "token": TOKEN, "next": asked},
-        headers={"origin": BASE},
-        follow_redirects=False,
-    )
+    answer = sign_in_to(stranger, asked)
     assert answer.status_code == 303
     assert answer.headers["location"] == f"{asked}&notice=signed-in"
     page = stranger.get(answer.headers["location"], headers=PAGE)
@@ -138,12 +144,8 @@ def test_signing_in_leads_back_to_the_page_asked_for(stranger, rows) -> None:
 
 
 def test_a_wrong_token_keeps_the_page_to_go_back_to(stranger) -> None:
-    login = stranger.get("/login?next=/workers").text
-    answer = stranger.post(
-        "/login",
-        data={"csrf": csrf_of(login), "token": "not-the-token", "next": "/workers"},
-        headers={"origin": BASE},
-    )
+    assert 'name="next" value="/workers"' in stranger.get("/login?next=/workers").text
+    answer = sign_in_to(stranger, "/workers", token="not-the-token")
     assert answer.status_code == 403
     assert 'name="next" value="/workers"' in answer.text
     assert stranger.get("/workers").status_code == 401
@@ -161,13 +163,7 @@ def test_a_wrong_token_keeps_the_page_to_go_back_to(stranger) -> None:
     ],
 )
 def test_the_sign_in_sends_back_to_no_other_site(stranger, target) -> None:
-    login = stranger.get("/login").text
-    answer = stranger.post(
-        "/login",
-        data={"csrf": csrf_of(login), "token": TOKEN, "next": target},
-        headers={"origin": BASE},
-        follow_redirects=False,
-    )
+    answer = sign_in_to(stranger, target)
     assert answer.status_code == 303
     assert answer.headers["location"] == "/?notice=signed-in"
 
@@ -184,13 +180,7 @@ def test_mounted_the_way_back_stays_under_the_mount(app, tasks) -> None:
             ("/ops/other", "/ops/queue/?notice=signed-in"),
             ("/ops/queueish", "/ops/queue/?notice=signed-in"),
         ):
-            login = client.get("/ops/queue/login").text
-            answer = client.post(
-                "/ops/queue/login",
-                data={"csrf": csrf_of(login), "token": TOKEN, "next": target},
-                headers={"origin": BASE},
-                follow_redirects=False,
-            )
+            answer = sign_in_to(client, target, root="/ops/queue")
             assert answer.headers["location"] == expected, target
 
 
