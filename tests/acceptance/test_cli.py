@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
 from cli_support import COMMAND_TIMEOUT, HERE, Run, cli_env, failed_with, json_of, succeeded
 from psycopg.conninfo import make_conninfo
@@ -26,6 +27,7 @@ from ulid import ULID
 
 import venturi
 from venturi import cli
+from venturi.testing import drain
 
 MIGRATIONS = sorted(
     (HERE.parent.parent / "migrations").glob("V*__*.sql"),
@@ -130,10 +132,13 @@ def test_jobs_cancel_show_and_retry_act_on_one_job(venturi_cli: Run, double: Any
     assert timeline[1].split() == ["ENTRY", "RUN", "RECORDED", "OUTCOME", "ATTACHMENT", "NOTE"]
     assert timeline[2].split()[3:] == ["dead", "-", "cancelled"]
 
+    assert fields["result"] == "none: the job ended dead (the timeline says why)"
+
     detail = json_of(venturi_cli("jobs", "show", job_id, "--json"))
     assert detail["job"]["status"] == "dead"
     assert [(e["outcome"], e["note"]) for e in detail["journal"]] == [("dead", "cancelled")]
     assert detail["journal"][0]["id"] == db.journal(job_id)[0]["id"]
+    assert (detail["result"], detail["result_stored"]) == (None, False)
 
     retried = json_of(venturi_cli("jobs", "retry", job_id, "--json"))
     assert (retried["id"], retried["status"], retried["finished_at"]) == (job_id, "pending", None)
@@ -143,6 +148,84 @@ def test_jobs_cancel_show_and_retry_act_on_one_job(venturi_cli: Run, double: Any
 
     refused = failed_with(venturi_cli("jobs", "retry", job_id), 1)
     assert f"cannot retry job {job_id}: it is pending" in refused
+
+
+def show_fields(shown: str) -> dict[str, str]:
+    fields = shown.split("\n\n", maxsplit=1)[0]
+    return dict(line.split(None, 1) for line in fields.splitlines())
+
+
+def test_jobs_show_prints_the_stored_result_of_a_completed_job(
+    venturi_cli: Run, app: venturi.App, double: Any
+) -> None:
+    @app.task(kind="cli.nothing")
+    def nothing() -> None:
+        return None
+
+    doubled, returned_none = double.delay(21).id, nothing.delay().id
+    drain(app, ["cli.double", "cli.nothing"])
+
+    assert show_fields(succeeded(venturi_cli("jobs", "show", doubled)))["result"] == "42"
+    detail = json_of(venturi_cli("jobs", "show", doubled, "--json"))
+    assert (detail["result"], detail["result_stored"], detail["no_result"]) == (42, True, None)
+    assert show_fields(succeeded(venturi_cli("jobs", "show", returned_none)))["result"] == "null"
+    detail = json_of(venturi_cli("jobs", "show", returned_none, "--json"))
+    assert (detail["result"], detail["result_stored"]) == (None, True)
+
+
+def test_jobs_show_prints_a_long_result_after_the_timeline_cut_at_its_bound(
+    venturi_cli: Run, app: venturi.App
+) -> None:
+    rows = [{"region": f"r{i:05d}", "total": i} for i in range(2000)]
+
+    @app.task(kind="cli.report")
+    def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"month": "2026-11", "rows": rows}
+
+    job_id = report.delay(rows).id
+    drain(app, ["cli.report"])
+
+    shown = succeeded(venturi_cli("jobs", "show", job_id))
+    assert show_fields(shown)["result"] == "below, after the timeline"
+    blocks = shown.split("\n\n")
+    assert blocks[1].startswith("timeline:")
+    result = blocks[-1].splitlines()
+    value = {"month": "2026-11", "rows": rows}
+    full = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+    assert result[0] == f"result ({len(full)} characters of JSON):"
+    assert result[1:5] == ["  {", '    "month": "2026-11",', '    "rows": [', "      {"]
+    assert "\n".join(line[2:] for line in result[1:-1]) == full[:10_000]
+    assert result[-1] == (
+        f"  [{len(full) - 10_000} more characters not shown: --json prints the whole result]"
+    )
+    detail = json_of(venturi_cli("jobs", "show", job_id, "--json"))
+    assert detail["result"] == value
+
+
+def test_jobs_show_says_why_a_job_has_no_result(
+    venturi_cli: Run, app: venturi.App, double: Any
+) -> None:
+    small = venturi.App(app.database_url, prefix=app.prefix, result_max_bytes=64)
+
+    @small.task(kind="cli.large")
+    def large() -> str:
+        return "x" * 200
+
+    pending = double.delay(1).id
+    dropped = large.delay().id
+    drain(small, ["cli.large"])
+    small.close()
+
+    fields = show_fields(succeeded(venturi_cli("jobs", "show", pending)))
+    assert fields["result"] == "none yet: the job is pending, not completed"
+    fields = show_fields(succeeded(venturi_cli("jobs", "show", dropped)))
+    assert fields["status"] == "completed"
+    assert fields["result"] == (
+        "none stored; its last note: result of 202 bytes not stored (result_max_bytes=64)"
+    )
+    detail = json_of(venturi_cli("jobs", "show", dropped, "--json"))
+    assert (detail["result"], detail["result_stored"]) == (None, False)
+    assert detail["no_result"] == fields["result"]
 
 
 # ---------------------------------------------------------- cleanup and stats

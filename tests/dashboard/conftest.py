@@ -31,7 +31,10 @@ def tasks(app: venturi.App) -> dict[str, Any]:
 
 @pytest.fixture
 def client(app: venturi.App, tasks: dict[str, Any]) -> Iterator[TestClient]:
-    with TestClient(create_app(app, token=TOKEN), base_url=BASE) as test_client:
+    """A dashboard whose reading is open (``public_read``): the page tests read without
+    signing in, and sign in for changes. Reads behind the sign-in, the default with a
+    token, are tested in test_dashboard_reading.py."""
+    with TestClient(create_app(app, token=TOKEN, public_read=True), base_url=BASE) as test_client:
         yield test_client
 
 

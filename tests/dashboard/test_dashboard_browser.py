@@ -61,8 +61,8 @@ def problems() -> list[str]:
 
 
 @pytest.fixture
-def page(browser, url: str, problems: list[str]) -> Iterator[Any]:
-    """A fresh browser context; it closes before the server (``url``) stops."""
+def stranger(browser, url: str, problems: list[str]) -> Iterator[Any]:
+    """A fresh browser context, not signed in; it closes before the server (``url``) stops."""
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     opened = context.new_page()
     opened.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
@@ -70,6 +70,17 @@ def page(browser, url: str, problems: list[str]) -> Iterator[Any]:
     yield opened
     context.close()
     assert problems == [], "the page logged errors (a CSP refusal shows here too)"
+
+
+@pytest.fixture
+def page(stranger, url: str) -> Any:
+    """A browser signed in with the token: with one, reading needs the sign-in too.
+
+    It lands on the enqueue form, which reads nothing from the database, so no read
+    is in the shared cache before the test writes its rows.
+    """
+    sign_in(stranger, url, then="/enqueue")
+    return stranger
 
 
 @pytest.fixture
@@ -82,11 +93,38 @@ def screenshot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
-def sign_in(page, url: str) -> None:
-    page.goto(f"{url}/login")
+def sign_in(page, url: str, then: str = "") -> None:
+    page.goto(f"{url}/login?next={then}" if then else f"{url}/login")
     page.fill("input[name=token]", TOKEN)
     page.click("#sign-in")
     page.wait_for_selector("text=Signed in: changes are allowed")
+
+
+def test_a_stranger_signs_in_first_and_lands_on_the_page_asked_for(stranger, url, app, db, tasks):
+    job_id = dead_job(app, db, tasks["send"], note="SMTPServerDisconnected: connection lost")
+    stranger.goto(f"{url}/jobs/{job_id}")
+    stranger.wait_for_selector("text=Sign in with the dashboard's token to read it.")
+    assert stranger.locator("nav a").count() == 0
+    assert "connection lost" not in stranger.content()
+    screenshot(stranger, "sign-in.png")
+    stranger.fill("input[name=token]", TOKEN)
+    stranger.click("#sign-in")
+    stranger.wait_for_selector("text=Signed in: changes are allowed")
+    assert stranger.url == f"{url}/jobs/{job_id}?notice=signed-in"
+    assert stranger.locator("h1").inner_text() == job_id
+    assert "connection lost" in stranger.content()
+
+
+def test_a_page_signed_out_meanwhile_goes_to_the_sign_in(page, url, problems) -> None:
+    page.goto(f"{url}/jobs")
+    page.wait_for_selector("#live-status.ok")
+    page.context.clear_cookies()  # as when the token changes: every session is signed out
+    page.wait_for_selector("text=Sign in with the dashboard's token to read it.", timeout=15000)
+    assert page.url.startswith(f"{url}/login?next=%2Fjobs")
+    assert problems == [
+        "Failed to load resource: the server responded with a status of 401 (Unauthorized)"
+    ]
+    problems.clear()
 
 
 def test_overview_renders_counts_chart_and_the_unserved_kind(page, url, app, db, tasks) -> None:

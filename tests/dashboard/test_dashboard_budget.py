@@ -6,7 +6,7 @@ import threading
 
 import httpx2
 import pytest
-from dashboard_support import TOKEN
+from dashboard_support import TOKEN, csrf_of
 from support import wait_until
 
 from venturi import chain
@@ -50,6 +50,14 @@ def test_many_concurrent_viewers_share_one_stats_query_per_interval(app, tasks, 
 
     def viewer() -> None:
         with httpx2.Client(base_url=served.url, timeout=30) as client:
+            login = client.get("/login").text  # reads need sign-in: each viewer signs in
+            signed = client.post(
+                "/login",
+                data={"csrf": csrf_of(login), "token": TOKEN},
+                headers={"origin": served.url},
+            )
+            if signed.status_code != 303:
+                failures.append(f"sign-in: {signed.status_code}")
             start.wait()
             for _ in range(refreshes):
                 for path in (

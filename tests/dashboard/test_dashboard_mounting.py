@@ -30,13 +30,22 @@ def test_mounted_under_a_prefix_links_assets_and_actions_stay_under_it(app, db, 
     job_id = dead_job(app, db, tasks["send"])
     with TestClient(host, base_url="http://127.0.0.1") as client:
         assert client.get("/").text == "host app"
+        unsigned = client.get(
+            f"/ops/queue/jobs/{job_id}", headers={"accept": "text/html"}, follow_redirects=False
+        )
+        assert unsigned.status_code == 303
+        assert unsigned.headers["location"].startswith(
+            f"/ops/queue/login?next=%2Fops%2Fqueue%2Fjobs%2F{job_id}"
+        )
+        login = client.get("/ops/queue/login")
+        assert 'href="/ops/queue/static/dashboard.css"' in login.text
+        assert "Path=/ops/queue" in login.headers["set-cookie"]
+        assert client.get("/ops/queue/static/dashboard.css").status_code == 200
+        csrf = sign_in(client, "/ops/queue")
         overview = client.get("/ops/queue/")
         assert overview.status_code == 200
         assert 'href="/ops/queue/jobs"' in overview.text
         assert 'href="/ops/queue/static/dashboard.css"' in overview.text
-        assert "Path=/ops/queue" in overview.headers["set-cookie"]
-        assert client.get("/ops/queue/static/dashboard.css").status_code == 200
-        csrf = sign_in(client, "/ops/queue")
         page = client.get(f"/ops/queue/jobs/{job_id}").text
         assert f'action="/ops/queue/jobs/{job_id}/retry"' in page
         answer = client.post(
@@ -84,10 +93,7 @@ def test_the_wsgi_form_serves_pages_and_changes_under_a_real_wsgi_server(
 ) -> None:
     job_id = dead_job(app, db, tasks["send"])
     with httpx2.Client(base_url=wsgi_server, timeout=30) as client:
-        overview = client.get("/")
-        assert overview.status_code == 200
-        assert "mail.send" in overview.text
-        assert overview.headers["x-frame-options"] == "DENY"
+        assert client.get("/").status_code == 401
         assert client.get("/static/dashboard.css").status_code == 200
         login = client.get("/login").text
         signed = client.post(
@@ -96,6 +102,10 @@ def test_the_wsgi_form_serves_pages_and_changes_under_a_real_wsgi_server(
             headers={"origin": wsgi_server},
         )
         assert signed.status_code == 303
+        overview = client.get("/")
+        assert overview.status_code == 200
+        assert "mail.send" in overview.text
+        assert overview.headers["x-frame-options"] == "DENY"
         page = client.get(f"/jobs/{job_id}").text
         answer = client.post(
             f"/jobs/{job_id}/retry", data={"csrf": csrf_of(page)}, headers={"origin": wsgi_server}

@@ -141,7 +141,7 @@ def test_changes_from_another_origin_are_refused(client, signed_in, rows, db) ->
 
 
 def test_a_forged_signed_in_cookie_is_not_signed_in(app, tasks, rows, db) -> None:
-    with TestClient(create_app(app, token=TOKEN), base_url=BASE) as client:
+    with TestClient(create_app(app, token=TOKEN, public_read=True), base_url=BASE) as client:
         csrf = csrf_of(client.get("/login").text)  # valid for this anonymous session's nonce
         nonce = client.cookies["venturi_dashboard"].split(".")[0]
         forged = f"{nonce}.1.{'0' * 64}"
@@ -155,7 +155,8 @@ def test_a_forged_signed_in_cookie_is_not_signed_in(app, tasks, rows, db) -> Non
 
 def test_a_session_of_another_token_is_not_signed_in(app, tasks, client, signed_in, rows):
     cookie = client.cookies["venturi_dashboard"]
-    with TestClient(create_app(app, token="another-token-42"), base_url=BASE) as other:
+    another = create_app(app, token="another-token-42", public_read=True)
+    with TestClient(another, base_url=BASE) as other:
         other.cookies.set("venturi_dashboard", cookie)
         assert "/retry" not in other.get(f"/jobs/{rows['dead']}").text
 

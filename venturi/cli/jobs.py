@@ -1,7 +1,8 @@
 """``venturi jobs list|show|retry|cancel|add``: inspect and act on jobs.
 
 ``list`` pages newest first with an opaque cursor (``venturi.cursor``);
-``retry`` and ``cancel`` act on one job by id or, with ``--kind``/``--note``,
+``show`` prints a job, its stored result (read for a completed job only) and
+its timeline; ``retry`` and ``cancel`` act on one job by id or, with ``--kind``/``--note``,
 on every matching job once ``--yes`` says so; ``add`` enqueues one job of a
 kind the App's tasks declare.
 """
@@ -12,9 +13,12 @@ import argparse
 import json
 import shlex
 from contextlib import closing
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+import orjson
 
 from venturi.cli.common import (
     EXIT_OK,
@@ -35,14 +39,23 @@ from venturi.cli.common import (
     write_lines,
 )
 from venturi.cursor import Cursor, decode_cursor, encode_cursor
-from venturi.errors import EnqueueError
+from venturi.errors import EnqueueError, JobNotFound, ResultUnavailable
 from venturi.types import JobDetail, JobRow, JournalEntry, Priority, Status
+
+if TYPE_CHECKING:
+    from venturi.app import App
 
 __all__ = ["add_jobs"]
 
 _DEFAULT_LIST_LIMIT = 50
 #: Widest ``NOTE`` cell of ``jobs list``; ``jobs show`` has the whole note.
 _NOTE_COLUMN_CHARS = 40
+#: A result whose compact JSON is at most this long is shown on its ``result`` line.
+_RESULT_INLINE_CHARS = 100
+#: ``jobs show`` prints at most this much of a longer result's indented JSON (its
+#: start, which shows its shape); ``--json`` carries all of it (up to the 1 MiB a
+#: result may be).
+_RESULT_SHOWN_CHARS = 10_000
 #: The one status each bulk change acts on.
 _BULK_STATUS = {"retry": Status.DEAD, "cancel": Status.PENDING}
 
@@ -194,18 +207,69 @@ def _has_password(url: str) -> bool:
 # ---------------------------------------------------------------------- show
 
 
+@dataclass(frozen=True, slots=True)
+class _Result:
+    """A job's stored result as ``jobs show`` tells it: the value, or why there is none."""
+
+    is_stored: bool
+    value: Any = None
+    missing: str | None = None
+
+
 def _cmd_jobs_show(args: argparse.Namespace) -> int:
     with closing(open_app(args)) as app:
         detail = app.job(args.id)
+        result = _result_of(app, detail.job)
     if args.json:
-        write_json(_detail_json(detail))
+        write_json(
+            {
+                **_detail_json(detail),
+                "result": result.value,
+                "result_stored": result.is_stored,
+                "no_result": result.missing,
+            }
+        )
     else:
-        write_lines(_detail_lines(detail))
+        write_lines(_detail_lines(detail, result))
     return EXIT_OK
 
 
-def _detail_lines(detail: JobDetail) -> list[str]:
+def _result_of(app: App, job: JobRow) -> _Result:
+    """The stored result, read (``App.result``, no wait) only for a completed job:
+    the row says when there can be none, so the others cost no read."""
+    if job.status is Status.DEAD:
+        return _Result(False, missing="none: the job ended dead (the timeline says why)")
+    if job.status is not Status.COMPLETED:
+        return _Result(False, missing=f"none yet: the job is {job.status.value}, not completed")
+    try:
+        return _Result(True, app.result(job.id, timeout=0))
+    except ResultUnavailable as exc:  # over result_max_bytes (the note says), or pre-V6
+        return _Result(False, missing=f"none stored; its last note: {one_line(exc.note or '-')}")
+    except JobNotFound:
+        return _Result(False, missing="none: the job was cleaned up meanwhile")
+
+
+def _result_lines(result: _Result) -> tuple[str, list[str]]:
+    """The ``result`` line's value, and the indented JSON after the timeline when the
+    result is too long for that line (cut at ``_RESULT_SHOWN_CHARS``); keys sorted,
+    as the dashboard shows them."""
+    if not result.is_stored:
+        return str(result.missing), []
+    inline = orjson.dumps(result.value, option=orjson.OPT_SORT_KEYS).decode()
+    if len(inline) <= _RESULT_INLINE_CHARS:
+        return inline, []
+    text = orjson.dumps(result.value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+    lines = ["", f"result ({len(text)} characters of JSON):"]
+    lines += [f"  {line}" for line in text[:_RESULT_SHOWN_CHARS].splitlines()]
+    if len(text) > _RESULT_SHOWN_CHARS:
+        omitted = len(text) - _RESULT_SHOWN_CHARS
+        lines.append(f"  [{omitted} more characters not shown: --json prints the whole result]")
+    return "below, after the timeline", lines
+
+
+def _detail_lines(detail: JobDetail, result: _Result) -> list[str]:
     job = detail.job
+    shown, result_below = _result_lines(result)
     fields = [
         ("id", job.id),
         ("kind", job.kind),
@@ -221,11 +285,12 @@ def _detail_lines(detail: JobDetail) -> list[str]:
         ("dedup_key", job.dedup_key if job.dedup_key is not None else "-"),
         ("payload", compact_json(job.payload)),
         ("carry", compact_json(job.carry)),
+        ("result", shown),
     ]
     width = max(len(name) for name, _ in fields)
     lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
     if not detail.journal:
-        return [*lines, "", "timeline: no entries"]
+        return [*lines, "", "timeline: no entries", *result_below]
     header = ("ENTRY", "RUN", "RECORDED", "OUTCOME", "ATTACHMENT", "NOTE")
     rows = [
         (
@@ -244,6 +309,7 @@ def _detail_lines(detail: JobDetail) -> list[str]:
         "timeline:",
         *format_table(header, rows, right={0, 1}),
         *_traceback_lines(detail),
+        *result_below,
     ]
 
 

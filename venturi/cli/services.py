@@ -10,6 +10,7 @@ error that names the extra to install.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import secrets
 import signal
@@ -219,7 +220,10 @@ def add_dashboard(commands: Commands) -> None:
         commands, "dashboard", "serve the web dashboard (loopback only by default)", _cmd_dashboard
     )
     dashboard.add_argument(
-        "--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)"
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default: 127.0.0.1, loopback only; any other needs --token "
+        f"or ${DASHBOARD_TOKEN_ENV})",
     )
     dashboard.add_argument(
         "--port", type=positive_int_argument, default=8080, help="port (default: 8080)"
@@ -228,10 +232,57 @@ def add_dashboard(commands: Commands) -> None:
     access.add_argument(
         "--token",
         metavar="T",
-        help=f"token that allows changes (default: ${DASHBOARD_TOKEN_ENV}, else a random one, "
-        "printed at start)",
+        help=f"token that signs in, to read and to change (default: ${DASHBOARD_TOKEN_ENV}, "
+        "else a random one, printed at start, on loopback only)",
     )
-    access.add_argument("--read-only", action="store_true", help="show everything, allow no change")
+    access.add_argument(
+        "--read-only",
+        action="store_true",
+        help="show everything, allow no change, no sign-in (loopback only)",
+    )
+    dashboard.add_argument(
+        "--public-read",
+        action="store_true",
+        help="reading needs no sign-in, only changes need the token",
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_bind(args: argparse.Namespace, token: str | None) -> None:
+    """Beyond loopback: refuse without a token given, warn once that HTTP is plain.
+
+    A random token is a loopback convenience: beyond it the dashboard is for
+    other people, who need a token that survives a restart and was not read
+    off the service's log (ADR 0117, amendment).
+    """
+    if _is_loopback(args.host):
+        return
+    if token is None:
+        why, fix = "no token was given", "pass"
+        if args.read_only:
+            why, fix = "a read-only dashboard has no sign-in", "drop --read-only and pass"
+        raise UsageError(
+            f"refusing to serve the dashboard on {args.host} beyond loopback without a token "
+            f"({why}): anyone who reaches it would read every payload, result and traceback; "
+            f"{fix} --token T (8 characters or more) or set ${DASHBOARD_TOKEN_ENV}, "
+            "or bind --host 127.0.0.1"
+        )
+    reads = "; reading needs no sign-in (--public-read)" if args.public_read else ""
+    logger.warning(
+        "the dashboard on %s is plain HTTP beyond loopback: the token, the session cookie "
+        "and every page cross the network unencrypted%s; serve it through a TLS-terminating "
+        "proxy, or bind --host 127.0.0.1",
+        args.host,
+        reads,
+    )
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
@@ -245,12 +296,19 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
             f"the dashboard needs its extra: pip install 'venturi[dashboard]' ({exc})"
         ) from None
     token = None if args.read_only else args.token or os.environ.get(DASHBOARD_TOKEN_ENV)
+    _check_bind(args, token)
     with closing(open_app(args)) as app:
+        if args.read_only:
+            mode = "read-only"
+        elif args.public_read:
+            mode = "changes need the token"
+        else:
+            mode = "reading and changes need the token"
         if not args.read_only and token is None:
             token = secrets.token_urlsafe(24)
-            write_lines([f"dashboard token (sign in with it to make changes): {token}"])
-        asgi = create_app(app, token=token, read_only=args.read_only)
-        mode = "read-only" if args.read_only else "changes need the token"
+            uses = "to make changes" if args.public_read else "to read and make changes"
+            write_lines([f"dashboard token (sign in with it {uses}): {token}"])
+        asgi = create_app(app, token=token, read_only=args.read_only, public_read=args.public_read)
         write_lines([f"venturi dashboard on http://{args.host}:{args.port}/ ({mode})"])
         # uvicorn stops on SIGINT/SIGTERM, then re-raises the signal to the handler
         # it found: a no-op one makes a requested stop exit 0, as `worker` does.

@@ -3,7 +3,9 @@
 Every POST passes ``Dashboard.change`` (origin, size, CSRF) and, unless it
 signs in or out, ``Dashboard.guarded`` (the permission) before it writes
 anything; a change clears the shared read cache and redirects (303)
-to the page that shows its effect, with a notice code in the query.
+to the page that shows its effect, with a notice code in the query. The
+sign-in sends the browser back to the page it was sent from (``next``, a
+path under the mount only), else to the overview.
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from venturi.dashboard.board import Dashboard, board_of, logger, see_other
+from venturi.dashboard.board import Dashboard, board_of, local_target, logger, see_other
 from venturi.dashboard.security import Session, is_token
 from venturi.errors import EnqueueError, InvalidArgument, InvalidState, JobNotFound
 from venturi.types import Priority, Status
@@ -218,7 +220,10 @@ async def login_form(request: Request) -> Response:
     board = board_of(request)
     if board.token is None:
         return board.error(request, 404, "Not found", "This dashboard has no token sign-in.")
-    return board.render(request, "login.html", {"page": "login", "problem": None})
+    target = local_target(request, request.query_params.get("next"))
+    return board.render(
+        request, "login.html", {"page": "login", "problem": None, "next": target or ""}
+    )
 
 
 async def login(request: Request) -> Response:
@@ -229,18 +234,33 @@ async def login(request: Request) -> Response:
     if isinstance(checked, Response):
         return checked
     form, session = checked
+    target = local_target(request, form.get("next"))
     if not is_token(form.get("token"), board.token):
         logger.warning("dashboard sign-in refused: wrong token")
         return board.render(
             request,
             "login.html",
-            {"page": "login", "problem": "That is not the dashboard's token."},
+            {
+                "page": "login",
+                "problem": "That is not the dashboard's token.",
+                "next": target or "",
+            },
             status_code=403,
             session=session,
         )
-    response = see_other(request, "overview", "notice=signed-in")
+    if target is None:
+        response: Response = see_other(request, "overview", "notice=signed-in")
+    else:
+        response = RedirectResponse(_with_notice(target, "signed-in"), status_code=303)
     board.set_cookie(request, response, board.signer.new_session(is_signed_in=True))
     return response
+
+
+def _with_notice(target: str, notice: str) -> str:
+    """``target`` (a path, maybe with a query) showing ``notice`` instead of any it had."""
+    path, _, query = target.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "notice"]
+    return f"{path}?{urlencode([*kept, ('notice', notice)])}"
 
 
 async def logout(request: Request) -> Response:

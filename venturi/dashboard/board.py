@@ -1,11 +1,13 @@
-"""The state behind the dashboard's routes: the App, the rules for changes, rendering.
+"""The state behind the dashboard's routes: the App, the rules for reads and changes, rendering.
 
 Every route reaches the one ``Dashboard`` through ``board_of(request)``. It
 holds the permission rules (read-only, token sign-in, the host's
-``authorize`` hook), the checks every POST passes (``change``: origin, size,
-CSRF; ``guarded``: plus the permission), the templates, and the shared read
-cache. ``url_for`` and ``see_other`` build paths under wherever the dashboard
-is mounted.
+``authorize`` hook, whether reads need sign-in), the check every route but
+the sign-in and the static files passes (``refuse_read``), the checks every
+POST passes (``change``: origin, size, CSRF; ``guarded``: plus the
+permission), the templates, and the shared read cache. ``url_for``,
+``see_other`` and ``local_target`` build and check paths under wherever the
+dashboard is mounted.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from venturi.app import App
 from venturi.dashboard.cache import SharedCache
@@ -46,6 +48,7 @@ __all__ = [
     "NOTICES",
     "Dashboard",
     "board_of",
+    "local_target",
     "logger",
     "see_other",
     "url_for",
@@ -83,6 +86,7 @@ NOTICES = {
     "bulk-retried": "Retried {n} job(s).",
     "bulk-cancelled": "Cancelled {n} job(s).",
     "signed-in": "Signed in: changes are allowed in this browser.",
+    "sign-in-to-read": "Sign in with the dashboard's token to read it.",
     "signed-out": "Signed out.",
 }
 
@@ -99,6 +103,7 @@ class Dashboard:
         authorize: Authorize | None,
         secret: bytes | None,
         live_interval: float,
+        public_read: bool = False,
     ) -> None:
         if read_only and (token is not None or authorize is not None):
             raise ConfigurationError("a read-only dashboard takes no token and no authorize hook")
@@ -113,6 +118,10 @@ class Dashboard:
             raise ConfigurationError(f"live_interval must be positive, got {live_interval}")
         self.app = app
         self.token = token
+        #: With a token, reading needs sign-in too unless ``public_read`` (ADR 0117,
+        #: amendment); without one (read-only, or the host's ``authorize``), the
+        #: host in front decides who reads.
+        self.reads_need_sign_in = token is not None and not public_read
         self.is_read_only = read_only
         self.authorize = authorize
         self.signer = Signer.for_token(token, secret)
@@ -143,6 +152,32 @@ class Dashboard:
             found = Session(found.nonce, False)
         return found or self.signer.new_session(is_signed_in=False)
 
+    def may_read(self, request: Request, session: Session) -> bool:
+        if not self.reads_need_sign_in or session.is_signed_in:
+            return True
+        return self.authorize is not None and self.authorize(request)
+
+    def refuse_read(self, request: Request) -> Response | None:
+        """``None`` when ``request`` may read; else the refusal: a browser is sent to
+        the sign-in (303; from a page, back to it once signed in), the rest (live
+        refreshes, scripts) get a 401. Nothing is read before this returns ``None``."""
+        if self.may_read(request, self.session(request)):
+            return None
+        wants_page = (
+            "text/html" in request.headers.get("accept", "")
+            and "x-venturi-live" not in request.headers
+        )
+        if wants_page:
+            back = {"next": _here(request)} if request.method in ("GET", "HEAD") else {}
+            query = urlencode({**back, "notice": "sign-in-to-read"})
+            return RedirectResponse(f"{url_for(request, 'login')}?{query}", status_code=303)
+        return PlainTextResponse(
+            f"Sign-in needed: this dashboard shows nothing before signing in at "
+            f"{url_for(request, 'login')}.\n",
+            status_code=401,
+            headers={"www-authenticate": 'Cookie realm="venturi dashboard"'},
+        )
+
     def may_change(self, request: Request, session: Session) -> bool:
         if self.is_read_only:
             return False
@@ -170,6 +205,8 @@ class Dashboard:
             navigation=NAVIGATION,
             is_read_only=self.is_read_only,
             has_token=self.token is not None,
+            reads_need_sign_in=self.reads_need_sign_in,
+            may_read=self.may_read(request, session),
             may_change=self.may_change(request, session),
             csrf=self.signer.csrf_token(session),
             live_interval=self.live_interval,
@@ -260,6 +297,29 @@ def url_for(request: Request, name: str, **params: str) -> str:
 def _root(request: Request) -> str:
     root: str = request.scope.get("root_path", "")
     return root.rstrip("/")
+
+
+def _here(request: Request) -> str:
+    """The path and query the browser asked for, the mount included (the path of a
+    request behind a stripping proxy leaves it out)."""
+    root, path = _root(request), request.url.path
+    if root and path != root and not path.startswith(root + "/"):
+        path = root + path
+    return path + (f"?{request.url.query}" if request.url.query else "")
+
+
+def local_target(request: Request, target: str | None) -> str | None:
+    """``target`` when it is a path under the dashboard's mount (where the sign-in
+    may send the browser back to), else ``None``: never another site, even one
+    spelled ``//host`` or ``/\\host``."""
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return None
+    root = _root(request)
+    if root and target != root and not target.startswith(root + "/"):
+        return None
+    if any(ord(char) < 0x20 or char == "\\" for char in target):
+        return None
+    return target
 
 
 def see_other(request: Request, name: str, query: str = "", **params: str) -> RedirectResponse:

@@ -9,7 +9,8 @@ Blocking App calls run in Starlette's thread pool; reads go through one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import wraps
 from typing import Any
 
 from starlette.applications import Starlette
@@ -62,25 +63,47 @@ class _RootPath:
         await self._app(scope, receive, send)
 
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _behind_sign_in(endpoint: Endpoint) -> Endpoint:
+    """``endpoint``, served only to a request that may read (``Dashboard.refuse_read``)."""
+
+    @wraps(endpoint)
+    async def checked(request: Request) -> Response:
+        refusal = board_of(request).refuse_read(request)
+        return refusal if refusal is not None else await endpoint(request)
+
+    return checked
+
+
+def _route(path: str, endpoint: Endpoint, name: str, method: str = "GET") -> Route:
+    return Route(path, _behind_sign_in(endpoint), methods=[method], name=name)
+
+
 def _routes() -> list[Route | Mount]:
-    """Every URL of the dashboard, by name (templates and redirects use the names)."""
+    """Every URL of the dashboard, by name (templates and redirects use the names).
+
+    Every route but the sign-in and the static files passes the read rule first,
+    changes included: when reads need sign-in, nothing else answers a stranger.
+    """
     return [
-        Route("/", overview, name="overview"),
-        Route("/jobs", jobs, name="jobs"),
-        Route("/jobs/bulk", bulk_confirm, name="bulk_confirm"),
-        Route("/jobs/bulk", bulk, methods=["POST"], name="bulk"),
-        Route("/jobs/{job_id}", job, name="job"),
-        Route("/jobs/{job_id}/retry", retry, methods=["POST"], name="retry"),
-        Route("/jobs/{job_id}/cancel", cancel, methods=["POST"], name="cancel"),
-        Route("/workflows", workflows, name="workflows"),
-        Route("/workflows/{workflow_id}", workflow, name="workflow"),
-        Route("/workers", workers, name="workers"),
-        Route("/schedules", schedules, name="schedules"),
-        Route("/enqueue", enqueue_form, name="enqueue"),
-        Route("/enqueue", enqueue, methods=["POST"], name="enqueue_post"),
+        _route("/", overview, "overview"),
+        _route("/jobs", jobs, "jobs"),
+        _route("/jobs/bulk", bulk_confirm, "bulk_confirm"),
+        _route("/jobs/bulk", bulk, "bulk", "POST"),
+        _route("/jobs/{job_id}", job, "job"),
+        _route("/jobs/{job_id}/retry", retry, "retry", "POST"),
+        _route("/jobs/{job_id}/cancel", cancel, "cancel", "POST"),
+        _route("/workflows", workflows, "workflows"),
+        _route("/workflows/{workflow_id}", workflow, "workflow"),
+        _route("/workers", workers, "workers"),
+        _route("/schedules", schedules, "schedules"),
+        _route("/enqueue", enqueue_form, "enqueue"),
+        _route("/enqueue", enqueue, "enqueue_post", "POST"),
+        _route("/logout", logout, "logout", "POST"),
         Route("/login", login_form, name="login"),
         Route("/login", login, methods=["POST"], name="login_post"),
-        Route("/logout", logout, methods=["POST"], name="logout"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
@@ -94,13 +117,19 @@ def create_app(
     authorize: Authorize | None = None,
     secret: bytes | None = None,
     live_interval: float = 2.0,
+    public_read: bool = False,
 ) -> ASGIApp:
     """The dashboard of ``app`` as an ASGI application, to serve or to mount.
 
     Options:
-        token: the secret that signs a browser in for changes (retry, cancel,
-            enqueue). Without it (and without ``authorize``) pass ``read_only=True``.
-        read_only: show everything, change nothing, show no action buttons.
+        token: the secret that signs a browser in, to read every page and to
+            change things (retry, cancel, enqueue). Without it (and without
+            ``authorize``) pass ``read_only=True``.
+        public_read: with a token, let anyone who reaches the dashboard read it
+            (payloads, results, tracebacks) and keep only the changes behind
+            the sign-in.
+        read_only: show everything, change nothing, show no action buttons; no
+            sign-in (whatever is in front decides who reads).
         root_path: the URL prefix the dashboard is served under when the
             server in front strips it and does not say so (Starlette's
             ``Mount`` and WSGI's ``SCRIPT_NAME`` say so already).
@@ -125,6 +154,7 @@ def create_app(
         authorize=authorize,
         secret=secret,
         live_interval=live_interval,
+        public_read=public_read,
     )
     starlette = Starlette(
         routes=_routes(),

@@ -41,9 +41,12 @@
       credentials: "same-origin",
       cache: "no-store"
     }).then(function (response) {
+      // Signed out meanwhile (the token changed): reloading leads to the sign-in page.
+      if (response.status === 401) { window.location.reload(); return null; }
       if (!response.ok) { throw new Error("HTTP " + response.status); }
       return response.text();
     }).then(function (html) {
+      if (html === null) { return; }
       var fresh = new DOMParser().parseFromString(html, "text/html");
       document.querySelectorAll("[data-live]").forEach(function (region) {
         var replacement = fresh.getElementById(region.id);
