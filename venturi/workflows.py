@@ -138,13 +138,14 @@ class Signature(_Chainable):
         keyword, no repeated argument, not too many positional ones); where it is
         placed (a group's member, a chain's step) it is checked whole.
         """
-        if immutable:
-            task.binding.check_types(task.binding.bind(args, kwargs))
-        else:
+        arguments = task.binding.bind(args, kwargs) if immutable else None
+        if arguments is None:
             _bind_partial(task, args, kwargs)
         what = f"the arguments of the signature {task.kind}"
         encode_json(list(args), what=what)
         encode_json(dict(kwargs), what=what)
+        if arguments is not None:
+            task.binding.check_types(arguments)  # after the JSON check, as at enqueue
         return cls(task, tuple(args), MappingProxyType(dict(kwargs)), immutable)
 
     def __repr__(self) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from backends import BackendCase, new_job
 from psycopg.conninfo import conninfo_to_dict
-from support import drop_prefix
+from support import drop_prefix  # type: ignore[import-untyped, unused-ignore]  # not on mypy's path
 from ulid import ULID
 
 from venturi.backend import Backend

@@ -29,7 +29,8 @@ from venturi.contrib.asgi import worker_lifespan
 from venturi.errors import ConfigurationError
 
 CONTRIB = Path(__file__).resolve().parents[2] / "venturi" / "contrib"
-PUBLIC = {"venturi", "venturi.errors", "venturi.testing", "venturi.events"}
+#: The public modules (STYLE); ``venturi.logs`` for its formatters and show_in_server.
+PUBLIC = {"venturi", "venturi.errors", "venturi.testing", "venturi.events", "venturi.logs"}
 
 
 def test_contrib_modules_import_only_the_public_api() -> None:

@@ -108,6 +108,7 @@ VOCABULARY = frozenset(
         "logs",
         "merge",
         "naming",
+        "refs",
         "serialization",
         "types",
     )
