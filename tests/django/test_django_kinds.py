@@ -1,4 +1,4 @@
-"""Each Django task is a kind of its own (its module path), routed by its queue.
+"""Each Django task is a kind of its own, and a failure is logged once, the task's frames first.
 
 Run by venturi's own drain on the project's App (the worker processes are in
 ``test_django_workers.py``).
@@ -6,7 +6,11 @@ Run by venturi's own drain on the project's App (the worker processes are in
 
 from __future__ import annotations
 
+import logging
+import re
+import traceback
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -18,6 +22,8 @@ from venturi.contrib.django.management.commands.venturi import cli_argv
 from venturi.testing import drain
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+TASKS_PY = str(Path(tasks.__file__))
 
 
 def test_each_task_is_its_own_kind_in_the_stats(queue):
@@ -114,3 +120,90 @@ def test_a_job_of_a_tasks_kind_is_a_django_result_and_a_plain_job_is_not(queue):
     plain = tasks.plain.delay(1)
     with pytest.raises(compat.TaskResultDoesNotExist):
         compat.task_backends["default"].get_result(plain.id)
+
+
+# -- a failure is logged once, the task's frames first -----------------------------
+
+
+def tracebacks(caplog: pytest.LogCaptureFixture) -> list[tuple[logging.LogRecord, str]]:
+    """Every record with a traceback, with that traceback as text."""
+    return [
+        (r, "".join(traceback.format_exception(*r.exc_info)))
+        for r in caplog.records
+        if r.exc_info and r.exc_info[1] is not None
+    ]
+
+
+def first_frame(text: str) -> str:
+    return text.splitlines()[1].strip()
+
+
+def test_a_failure_is_logged_once_with_the_tasks_frames_first(queue, caplog):
+    with caplog.at_level(logging.DEBUG):
+        result = tasks.fails.enqueue("once")
+        drain(queue)
+
+    [(record, text)] = tracebacks(caplog)
+    assert record.name == compat.SIGNALS_LOGGER and record.levelno == logging.ERROR
+    assert record.exc_info is not None and record.exc_info[0] is ValueError
+    raised_at = line_of("raise ValueError(message)")
+    assert first_frame(text) == f'File "{TASKS_PY}", line {raised_at}, in fails'
+    assert "venturi" not in text.replace(TASKS_PY, "") and text.endswith("ValueError: once\n")
+    [run_end] = [r for r in caplog.records if r.name == "venturi.runs"]
+    line = rf"djtest_app\.tasks\.fails {result.id} run 1 dead in .+: ValueError: once"
+    assert re.fullmatch(line, run_end.getMessage()) and run_end.exc_info is None
+
+    [error] = tasks.fails.get_result(result.id).errors
+    assert error.traceback == text
+
+
+def line_of(source: str) -> int:
+    lines = Path(TASKS_PY).read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if line.strip() == source)
+
+
+def test_an_async_tasks_failure_starts_at_its_own_frames_too(queue, caplog):
+    with caplog.at_level(logging.INFO):
+        result = tasks.async_fails.enqueue("async")
+        drain(queue)
+    [(record, text)] = tracebacks(caplog)
+    assert record.name == compat.SIGNALS_LOGGER
+    assert first_frame(text).startswith(f'File "{TASKS_PY}", line ')
+    assert first_frame(text).endswith(", in async_fails")
+    [error] = tasks.async_fails.get_result(result.id).errors
+    assert error.traceback == text
+
+
+def test_each_retried_attempts_failure_is_logged_once_too(queue, caplog, tmp_path: Path):
+    with caplog.at_level(logging.INFO):
+        result = tasks.flaky.enqueue(str(tmp_path / "count"), 10)
+        runs = drain(queue, include_scheduled=True)
+    assert len(runs) == 3
+
+    logged = tracebacks(caplog)
+    # The job's first failure on venturi's run-end line (ADR 0118: later retries
+    # are one line each), the final one by Django's task_finished receiver.
+    assert [(r.name, r.levelno) for r, _ in logged] == [
+        ("venturi.runs", logging.WARNING),
+        (compat.SIGNALS_LOGGER, logging.ERROR),
+    ]
+    for record, text in logged:
+        assert record.exc_info is not None and record.exc_info[0] is tasks.Flaky
+        assert first_frame(text).startswith(f'File "{TASKS_PY}"') and "in flaky" in text
+    errors = tasks.flaky.get_result(result.id).errors
+    assert [e.traceback for e in errors][:: len(errors) - 1] == [t for _, t in logged]
+
+
+def test_a_plain_fail_from_none_has_no_traceback_and_from_a_cause_shows_the_cause(
+    queue, caplog
+):
+    with caplog.at_level(logging.INFO, logger="venturi.runs"):
+        quiet = tasks.fails_from_none.delay()
+        caused = tasks.fails_from_cause.delay()
+        drain(queue)
+    lines = {r.job_id: r for r in caplog.records if r.name == "venturi.runs"}
+    assert lines[quiet.id].exc_info is None
+    assert "dead in" in lines[quiet.id].getMessage()
+    shown = lines[caused.id].exc_info
+    assert shown is not None and shown[0] is ValueError
+    assert "invalid literal for int()" in str(shown[1])

@@ -94,6 +94,26 @@ def test_queues_limit_what_a_worker_serves(queue, start_worker):
     assert default.status == compat.TaskResultStatus.READY
 
 
+def test_a_failure_is_one_traceback_in_the_workers_log_the_tasks_frames_first(
+    queue, start_worker
+):
+    result = tasks.fails.enqueue("boom")
+    worker = start_worker("--queues", "default")
+    wait_for(lambda: finished(result))
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    output = worker.stdout.read() if worker.stdout else ""
+
+    assert output.count("Traceback (most recent call last):") == 1, output
+    lines = output.splitlines()
+    start = lines.index("Traceback (most recent call last):")
+    assert lines[start - 1].endswith("path=djtest_app.tasks.fails state=FAILED")
+    assert lines[start + 1].startswith(f'  File "{tasks.__file__}", line '), output
+    assert lines[start + 1].endswith(", in fails")
+    assert "ValueError: boom" in lines[start + 2 :][:4]
+    assert f"djtest_app.tasks.fails {result.id} run 1 dead in " in output
+
+
 def test_a_task_whose_module_no_worker_imported_waits_and_is_reported_unserved(
     queue, start_worker, worker_env
 ):
