@@ -75,7 +75,11 @@ def test_enqueue_returns_a_ready_result_with_the_calls_fields(queue):
     assert stored.task == tasks.calculate and stored.task.func is tasks.calculate.func
     assert (stored.args, stored.kwargs) == ([1], {"y": 2})
     [row] = rows(queue)
-    assert (row.id, row.kind, row.status) == (result.id, "django:default", Status.PENDING)
+    assert (row.id, row.kind, row.status) == (
+        result.id,
+        "djtest_app.tasks.calculate",
+        Status.PENDING,
+    )
     assert stored.enqueued_at == row.created_at
 
 
@@ -196,7 +200,7 @@ def test_takes_context_gets_djangos_context_with_the_attempt(queue):
 def test_an_async_task_runs_as_an_async_handler(queue):
     result = tasks.async_add.enqueue(2, 3)
     [run] = drain(queue)
-    assert run.kind == "django:default:async"
+    assert run.kind == "djtest_app.tasks.async_add"
     assert tasks.async_add.get_result(result.id).return_value == 5
 
 
@@ -260,7 +264,7 @@ def test_retries_stop_at_max_attempts(queue, tmp_path: Path):
 def test_the_backends_options_turn_retries_on(queue):
     task = tasks.fails_on_retrying_backend
     result = task.enqueue("again")
-    assert queue.job(result.id).job.kind == "django:retrying"
+    assert queue.job(result.id).job.kind == "djtest_app.tasks.fails_on_retrying_backend"
     runs = drain(queue, include_scheduled=True)
     assert len(runs) == 3
     result = task.get_result(result.id)

@@ -70,4 +70,4 @@ def test_the_example_project_confirms_orders_through_a_worker(example_env):
         "SUCCESSFUL: confirmed order 2 (book) on attempt 1",
     ]
     stats = manage(example_env, "venturi", "stats")
-    assert stats.returncode == 0 and "django:mail" in stats.stdout
+    assert stats.returncode == 0 and "orders.tasks.send_confirmation" in stats.stdout

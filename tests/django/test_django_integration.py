@@ -170,10 +170,10 @@ def test_manage_py_venturi_runs_the_clis_commands_on_the_projects_queue(queue, c
     result = tasks.calculate.enqueue(1, 2)
     call_command("venturi", "jobs", "list")
     out = capsys.readouterr().out
-    assert result.id in out and "django:default" in out
+    assert result.id in out and "djtest_app.tasks.calculate" in out
 
     call_command("venturi", "stats")
-    assert "django:default" in capsys.readouterr().out
+    assert "djtest_app.tasks.calculate" in capsys.readouterr().out
 
     call_command("venturi", "jobs", "cancel", result.id)
     assert queue.job(result.id).job.status is Status.DEAD
@@ -212,7 +212,7 @@ def test_staff_see_the_dashboard_under_the_projects_url(queue, client, staff):
     page = client.get(f"/ops/venturi/jobs/{result.id}")
     assert page.status_code == 200
     html = page.content.decode()
-    assert result.id in html and "django:default" in html
+    assert result.id in html and "<dd><code>djtest_app.tasks.calculate</code></dd>" in html
     assert f'action="/ops/venturi/jobs/{result.id}/cancel"' in html
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from djtest_app import tasks
+from djtest_app import tasks, unimported
 
 from venturi.contrib.django import compat
 
@@ -92,6 +92,48 @@ def test_queues_limit_what_a_worker_serves(queue, start_worker):
     time.sleep(1.0)
     default.refresh()
     assert default.status == compat.TaskResultStatus.READY
+
+
+def test_a_failure_is_one_traceback_in_the_workers_log_the_tasks_frames_first(
+    queue, start_worker
+):
+    result = tasks.fails.enqueue("boom")
+    worker = start_worker("--queues", "default")
+    wait_for(lambda: finished(result))
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    output = worker.stdout.read() if worker.stdout else ""
+
+    assert output.count("Traceback (most recent call last):") == 1, output
+    lines = output.splitlines()
+    start = lines.index("Traceback (most recent call last):")
+    assert lines[start - 1].endswith("path=djtest_app.tasks.fails state=FAILED")
+    assert lines[start + 1].startswith(f'  File "{tasks.__file__}", line '), output
+    assert lines[start + 1].endswith(", in fails")
+    assert "ValueError: boom" in lines[start + 2 :][:4]
+    assert f"djtest_app.tasks.fails {result.id} run 1 dead in " in output
+
+
+def test_a_task_whose_module_no_worker_imported_waits_and_is_reported_unserved(
+    queue, start_worker, worker_env
+):
+    stranded = unimported.never_served.enqueue()
+    served = tasks.calculate.enqueue(1, 2)
+    start_worker()
+    wait_for(lambda: finished(served))
+    time.sleep(1.0)
+
+    stranded.refresh()
+    assert stranded.status == compat.TaskResultStatus.READY
+    assert queue.job(stranded.id).job.kind == "djtest_app.unimported.never_served"
+    assert queue.unserved_kinds() == ["djtest_app.unimported.never_served"]
+    stats = subprocess.run(
+        [*MANAGE, "stats"], env=worker_env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert stats.returncode == 0, stats.stderr
+    assert "djtest_app.unimported.never_served" in stats.stdout
+    assert "no live worker serves these kinds" in stats.stderr
+    assert "djtest_app.unimported.never_served" in stats.stderr
 
 
 def test_a_sigkilled_workers_task_is_recovered_and_completes(queue, start_worker, tmp_path: Path):
@@ -235,4 +277,4 @@ def test_manage_py_venturi_dashboard_serves_the_projects_queue(queue, worker_env
     finally:
         dashboard.send_signal(signal.SIGTERM)
         assert dashboard.wait(timeout=30) == 0
-    assert result.id in pages[0] and "django:default" in pages[0]
+    assert result.id in pages[0] and "<dd><code>djtest_app.tasks.calculate</code></dd>" in pages[0]

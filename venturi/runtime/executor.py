@@ -459,10 +459,24 @@ def _log_run_end(
         how += f"; {_next_run(outcome)}"
     message = "%s %s run %d %s"
     args = (job.kind, claim.job_id, claim.run_count, how)
-    traceback = error if is_first_failure else None
+    shown = _shown_error(error)
+    traceback = shown if is_first_failure else None
     runs_logger.log(level, message, *args, exc_info=traceback, extra=extra)
-    if error is not None and traceback is None and runs_logger.isEnabledFor(logging.DEBUG):
-        runs_logger.debug("%s %s run %d raised:", *args[:3], exc_info=error, extra=extra)
+    if shown is not None and traceback is None and runs_logger.isEnabledFor(logging.DEBUG):
+        runs_logger.debug("%s %s run %d raised:", *args[:3], exc_info=shown, extra=extra)
+
+
+def _shown_error(error: BaseException | None) -> BaseException | None:
+    """The exception whose traceback a run-end line shows for ``error``.
+
+    A ``Fail`` or ``Retry`` raised ``from exc`` shows ``exc``'s (the failure it
+    stands for, not the handler's re-raise), one raised ``from None`` none (its
+    handler has logged the exception itself: the Django integration, ADR 0130);
+    any other exception, a ``Fail`` or ``Retry`` raised plainly included, its own.
+    """
+    if isinstance(error, Fail | Retry) and error.__suppress_context__:
+        return error.__cause__
+    return error
 
 
 def _next_run(outcome: Outcome) -> str:

@@ -4,6 +4,7 @@ import os
 import time
 from pathlib import Path
 
+import venturi
 from venturi.contrib.django import get_app, retry
 from venturi.contrib.django.compat import task
 
@@ -33,6 +34,11 @@ def unhurried() -> str:
 
 @task
 def fails(message: str) -> None:
+    raise ValueError(message)
+
+
+@task
+async def async_fails(message: str) -> None:
     raise ValueError(message)
 
 
@@ -108,3 +114,21 @@ def plain(x: int) -> int:
 @app.task(kind="djtest.every_minute", schedule="* * * * *")
 def every_minute() -> str:
     return "tick"
+
+
+@app.task(kind="djtest.fails_from_none")
+def fails_from_none() -> None:
+    """A handler that has reported its exception itself: no traceback on the run-end line."""
+    try:
+        int("not a number")
+    except ValueError:
+        raise venturi.Fail("reported elsewhere") from None
+
+
+@app.task(kind="djtest.fails_from_cause")
+def fails_from_cause() -> None:
+    """A handler that fails from an exception: the run-end line shows that exception's."""
+    try:
+        int("not a number")
+    except ValueError as exc:
+        raise venturi.Fail("not a number") from exc

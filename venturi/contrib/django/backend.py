@@ -10,8 +10,11 @@
         }
     }
 
-``enqueue`` writes one venturi job of the queue's kind (``kinds.py``), with
-``run_after`` as its ``eta`` and the priority folded onto a tier. With
+``enqueue`` writes one venturi job of the task's own kind, its module path
+(``kinds.py``: the queue's kind when it goes to a queue other than its own),
+with ``run_after`` as its ``eta`` and the priority folded onto a tier. Each
+task's kind is registered when Django validates its declaration
+(``validate_task``), each queue's kinds when the App is built. With
 ``VENTURI["DATABASE"]`` a Django alias the job is written on that alias's own
 Django connection, inside whatever transaction it is in: in
 ``transaction.atomic()`` the job exists exactly when the block commits, and a
@@ -24,7 +27,6 @@ later; ``enqueue_on_commit`` defers such an enqueue to Django's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from inspect import iscoroutinefunction
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -41,7 +43,7 @@ from venturi.contrib.django.compat import (
 )
 from venturi.contrib.django.conf import DjangoApp
 from venturi.contrib.django.execution import arun_attempt, run_attempt
-from venturi.contrib.django.kinds import queue_kind, tier
+from venturi.contrib.django.kinds import declare, declared, kind_of, queue_kind, tier
 from venturi.contrib.django.results import is_django_job, to_task_result
 from venturi.contrib.django.retries import BACKSTOP, RetryPolicy
 from venturi.contrib.django.state import QueueBackend, get_app, get_settings, queue_task
@@ -66,19 +68,29 @@ class VenturiBackend(QueueBackend):
             )
         self.retry_policy = RetryPolicy.from_options(self.options)
 
+    def validate_task(self, task: Any) -> None:
+        """Django's checks; a task's declaration also registers its kind (``kinds.py``)."""
+        super().validate_task(task)
+        if declare(task) is not None:
+            self.register_queues(get_app())
+
     def register_queues(self, app: DjangoApp) -> None:
-        """Each queue's two kinds (``kinds.py``), handled by ``run_task`` and ``arun_task``
-        with this backend's retries and lease."""
+        """The kinds of this backend's queues and of the tasks declared on it, handled by
+        ``run_task`` or ``arun_task`` with this backend's retries and lease."""
         options: dict[str, Any] = {"max_failures": BACKSTOP}
         if self.retry_policy.backoff is not None:
             options["backoff"] = self.retry_policy.delay
         if "LEASE" in self.options:
             options["lease"] = self.options["LEASE"]
-        for queue in sorted(self.queues):
-            for is_async, handler in ((False, run_task), (True, arun_task)):
-                kind = queue_kind(queue, is_async=is_async)
-                if kind not in app.registry.tasks:
-                    app.task(kind=kind, **options)(handler)
+        kinds = [
+            (queue_kind(queue, is_async=is_async), is_async)
+            for queue in sorted(self.queues)
+            for is_async in (False, True)
+        ]
+        kinds += [(task.kind, task.is_async) for task in declared(self.alias)]
+        for kind, is_async in kinds:
+            if kind not in app.registry.tasks:
+                app.task(kind=kind, **options)(arun_task if is_async else run_task)
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
@@ -100,7 +112,7 @@ class VenturiBackend(QueueBackend):
             errors=[],
             worker_ids=[],
         )
-        kind = queue_kind(task.queue_name, is_async=iscoroutinefunction(task.func))
+        kind = kind_of(task)
         payload = {
             "task": task.module_path,
             "args": result.args,
@@ -144,7 +156,8 @@ def run_task(
     backend: str,
     run_after: str | None = None,
 ) -> Any:
-    """The handler of ``django:<queue>``: one attempt of a plain-function task (``execution.py``).
+    """The handler of a plain-function task's kind, and of ``django:<queue>``: one attempt
+    of the task the payload names (``execution.py``).
 
     The parameters are the payload ``VenturiBackend.enqueue`` writes, so that
     venturi checks a stored job against them before the run; the run itself
@@ -164,7 +177,7 @@ async def arun_task(
     backend: str,
     run_after: str | None = None,
 ) -> Any:
-    """The handler of ``django:<queue>:async``: one attempt of a coroutine task."""
+    """The handler of a coroutine task's kind, and of ``django:<queue>:async``."""
     return await arun_attempt(ctx, sender=VenturiBackend)
 
 

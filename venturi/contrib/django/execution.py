@@ -18,6 +18,17 @@ Endings:
 - a failed attempt is retried with venturi's backoff while the task has
   attempts left (``retries.py``), else the task is FAILED (``Fail``).
 
+A failure is logged once, with the task's own frames first (the frames of
+this module and of ``Task.call`` that lead to them are cut from the
+exception's traceback, which the ``errors`` entry keeps too). The failure
+that makes the task FAILED is logged by Django's ``task_finished`` receiver
+(``logger.exception`` on Django's tasks logger, the record error trackers
+hook into), so the ``Fail`` is raised ``from None`` and venturi's run-end
+line carries no traceback of its own; an attempt to be retried is not
+finished for Django, so its ``Retry`` is raised from the exception and
+venturi's run-end line shows that exception's traceback (executor.py; on a
+job's first failure only, ADR 0118).
+
 ``task_started`` is sent before the call and ``task_finished`` once the task
 is SUCCESSFUL or FAILED (not after an attempt that will be retried), in the
 worker, as Django's own backends send them where tasks run.
@@ -28,12 +39,14 @@ from __future__ import annotations
 import asyncio
 import traceback
 from datetime import timedelta
+from types import TracebackType
 from typing import Any
 
 from django.utils import timezone
 
 from venturi import Context, Fail, Retry
 from venturi.contrib.django.compat import (
+    Task,
     TaskContext,
     TaskError,
     TaskResultStatus,
@@ -89,6 +102,7 @@ class _Run:
         return value
 
     def failed(self, exc: BaseException, *, final: bool = False) -> Any:
+        exc.__traceback__ = _from_the_tasks_frames(exc.__traceback__)
         error = TaskError(
             exception_class_path=exception_class_path(exc),
             traceback="".join(traceback.format_exception(exc)),
@@ -100,14 +114,21 @@ class _Run:
         if final or raised >= policy.max_attempts:
             self._finish(TaskResultStatus.FAILED)
             task_finished.send(sender=self.sender, task_result=self.result)
-            raise Fail(describe_exception(exc)) from None
+            raise Fail(describe_exception(exc)) from None  # logged by task_finished's receiver
         set_field(self.result, "status", TaskResultStatus.READY)
         delay: timedelta | None = policy.delay(raised)
-        raise Retry(describe_exception(exc), delay=delay) from None
+        raise Retry(describe_exception(exc), delay=delay) from exc
 
     def _finish(self, status: Any) -> None:
         set_field(self.result, "status", status)
         set_field(self.result, "finished_at", timezone.now())
+
+
+def _from_the_tasks_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` without the leading frames of the calls into the task (the last frame kept)."""
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code in _CALLING_CODE:
+        tb = tb.tb_next
+    return tb
 
 
 def run_attempt(ctx: Context, *, sender: type) -> Any:
@@ -128,3 +149,9 @@ async def arun_attempt(ctx: Context, *, sender: type) -> Any:
     except _ATTEMPT_ENDING_ERRORS as exc:
         return run.failed(exc)
     return run.succeeded(raw)
+
+
+#: The frames between venturi's handler and the task's function.
+_CALLING_CODE = frozenset(
+    {run_attempt.__code__, arun_attempt.__code__, Task.call.__code__, Task.acall.__code__}
+)

@@ -41,7 +41,7 @@ from venturi.contrib.django.compat import (
     TaskResultStatus,
     set_field,
 )
-from venturi.contrib.django.kinds import is_django_kind
+from venturi.contrib.django.kinds import is_queue_kind
 from venturi.errors import JobFailed
 from venturi.types import JobDetail, JournalEntry, OutcomeKind, Status
 
@@ -124,7 +124,9 @@ def runs(detail: JobDetail) -> list[Run]:
 
 
 def is_django_job(detail: JobDetail) -> bool:
-    return is_django_kind(detail.job.kind) and isinstance(detail.job.payload, dict)
+    """A job of a Django task: of its own kind (which its payload names) or of a queue's."""
+    kind, payload = detail.job.kind, detail.job.payload
+    return isinstance(payload, dict) and (is_queue_kind(kind) or payload.get("task") == kind)
 
 
 def task_of(payload: dict[str, Any]) -> Any:

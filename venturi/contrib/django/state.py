@@ -1,10 +1,10 @@
-"""The process's one App of ``settings.VENTURI``, with the kinds of Django's queues.
+"""The process's one App of ``settings.VENTURI``, with the kinds of Django's tasks and queues.
 
 Built at the first ``get_app()`` (the app config's ``ready`` calls it, so that
 plain ``@venturi.task`` functions enqueue through it); building opens no
 connection. ``reset()`` forgets it, for tests that change the settings.
 
-The kinds are registered by the ``TASKS`` backends that are ``QueueBackend``
+The kinds (``kinds.py``) are registered by the ``TASKS`` backends that are ``QueueBackend``
 (``VenturiBackend``, ``backend.py``): this module finds them by that class
 and imports none of the modules above it.
 """
@@ -39,7 +39,7 @@ class QueueBackend(BaseTaskBackend):  # type: ignore[misc]
     ``get_app`` finds the configured ones by this class)."""
 
     def register_queues(self, app: DjangoApp) -> None:
-        """Register on ``app`` the kinds of this backend's queues it does not have yet."""
+        """Register on ``app`` the kinds of this backend's queues and tasks it does not have yet."""
         raise NotImplementedError
 
 
@@ -61,7 +61,8 @@ def get_settings() -> VenturiSettings:
 
 
 def get_app() -> DjangoApp:
-    """The App of ``settings.VENTURI``; every VenturiBackend's queues are its kinds."""
+    """The App of ``settings.VENTURI``; the kinds of every VenturiBackend's queues, and of
+    the tasks declared so far, are its kinds."""
     with _lock:
         if _process.app is None:
             app = build_app(get_settings())
@@ -82,13 +83,13 @@ def __getattr__(name: str) -> Any:
 
 
 def register_queues(app: DjangoApp) -> None:
-    """Register the kinds of every configured ``QueueBackend``'s queues on ``app``."""
+    """Register the kinds of every configured ``QueueBackend``'s queues and tasks on ``app``."""
     for backend in queue_backends():
         backend.register_queues(app)
 
 
 def queue_task(app: DjangoApp, kind: str) -> Any:
-    """The venturi task of a queue kind, registering the queues of backends made since."""
+    """The venturi task of a Django kind, registering the kinds of backends made since."""
     task = app.registry.tasks.get(kind)
     if task is None:
         with _lock:
