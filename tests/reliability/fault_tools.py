@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class WorkerFleet:
         concurrency: int = 4,
         app: str = "chaos_app:app",
         env: Mapping[str, str] | None = None,
+        options: Sequence[str] = (),
     ) -> None:
         self.application_name = application_name
         self._logs = logs
@@ -56,6 +57,7 @@ class WorkerFleet:
             app,
             "--concurrency",
             str(concurrency),
+            *options,
         ]
         self._env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("VENTURI_", "PG"))},
