@@ -34,6 +34,26 @@ WORKER = ("--app", "cli_app:app", "worker", "--concurrency", "2", "--grace", "5"
 CANNOT_REACH = "cannot reach 127.0.0.1:1 (connection refused)"
 
 
+def start_waiting_worker(database_url: str, prefix: str, log: Path) -> subprocess.Popen[str]:
+    """``venturi worker`` logging at DEBUG into ``log``, once it has failed a start check."""
+    with log.open("w") as output:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "venturi", *WORKER, "--log-level", "DEBUG"],
+            cwd=HERE,
+            env=cli_env(database_url, prefix),
+            stdout=subprocess.DEVNULL,
+            stderr=output,
+            text=True,
+        )
+    try:
+        wait_until(lambda: "at start; trying again" in log.read_text(), timeout=COMMAND_TIMEOUT)
+    except AssertionError:
+        worker.kill()
+        worker.wait()
+        raise AssertionError(log.read_text()) from None
+    return worker
+
+
 def test_worker_and_beat_on_a_refused_port_exit_1_with_one_line_naming_the_host(
     prefix: str,
 ) -> None:
@@ -82,17 +102,8 @@ def test_a_worker_started_before_its_database_answers_waits_for_it_then_runs_job
     proxy.stop()  # the port refuses connections until the "database" comes up
     proxied = make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port))
     log = tmp_path / "worker.log"
-    with log.open("w") as output:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "venturi", *WORKER, "--log-level", "DEBUG"],
-            cwd=HERE,
-            env=cli_env(proxied, prefix),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+    worker = start_waiting_worker(proxied, prefix, log)
     try:
-        wait_until(lambda: "at start; trying again" in log.read_text(), timeout=COMMAND_TIMEOUT)
         assert worker.poll() is None, log.read_text()
         proxy.start()
         ref = double.delay(21)
@@ -121,17 +132,8 @@ def test_a_signal_during_the_wait_at_start_ends_it_with_the_one_line(
     prefix: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "worker.log"
-    with log.open("w") as output:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "venturi", *WORKER, "--log-level", "DEBUG"],
-            cwd=HERE,
-            env=cli_env(REFUSED, prefix),
-            stdout=subprocess.DEVNULL,
-            stderr=output,
-            text=True,
-        )
+    worker = start_waiting_worker(REFUSED, prefix, log)
     try:
-        wait_until(lambda: "at start; trying again" in log.read_text(), timeout=COMMAND_TIMEOUT)
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(COMMAND_TIMEOUT) == 1, log.read_text()
     finally:
