@@ -286,8 +286,9 @@ class Beat:
         """Start the loop on a named daemon thread and return; a no-op while running.
 
         Checks the database first (``App.check_schema``): an unmigrated prefix
-        or a refused login raises here, before the thread starts; an outage does
-        not (the loop waits for the database).
+        or a refused login raises here, before the thread starts. An outage does
+        not (the loop waits for the database); under ``run()`` it is waited for
+        up to ``START_WAIT`` seconds (runtime/service.py), then raised (ADR 0118).
         """
         location = check_at_start(self.app.check_schema, f"beat of prefix {self.app.prefix}")
         with self._lock:

@@ -164,8 +164,11 @@ class Worker:
         """Start the worker's threads and return; safe to call twice.
 
         Checks the database first (``App.check_schema``): an unmigrated prefix
-        or a refused login raises here, before any thread starts; an outage does
-        not (the loops wait for the database).
+        or a refused login raises here, before any thread starts. An outage does
+        not: the worker starts anyway and its loops wait for the database, so a
+        web server that starts it keeps serving. Under ``run()`` an outage is
+        waited for up to ``START_WAIT`` seconds (runtime/service.py), then
+        raised (ADR 0118).
         """
         location = check_at_start(self.app.check_schema, f"worker {self.worker_id}")
         with self._lock:

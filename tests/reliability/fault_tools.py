@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class WorkerFleet:
         concurrency: int = 4,
         app: str = "chaos_app:app",
         env: Mapping[str, str] | None = None,
+        options: Sequence[str] = (),
     ) -> None:
         self.application_name = application_name
         self._logs = logs
@@ -62,6 +63,7 @@ class WorkerFleet:
             app,
             "--concurrency",
             str(concurrency),
+            *options,
         ]
         self._env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("VENTURI_", "PG"))},

@@ -4,6 +4,13 @@ Pooled sessions run in autocommit and hold no session state (ADR 0100); a
 pool opens on first use and never hands out a session the server ended.
 ``Pool`` serves sync callers, ``AsyncPool`` gives each event loop a pool of
 its own (ADR 0122).
+
+A pool that has not served a session yet does not make its first caller wait
+its whole timeout for a server that is not there: after ``FIRST_WAIT`` one
+direct attempt says why (refused, no answer, login refused) at once. Every
+pool and session made here is known to ``driver_errors.OWN_POOLS``, which
+keeps the driver's warnings about them out of the log (ADR 0118,
+"Unreachable at start").
 """
 
 from __future__ import annotations
@@ -22,18 +29,19 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from venturi.errors import BackendUnavailable
-from venturi.postgres.driver_errors import unavailable
+from venturi.postgres.driver_errors import OWN_POOLS
 from venturi.postgres.queries import read_json_with_venturi
 from venturi.postgres.sessions import (
     SESSIONS_LOGGER,
     AsyncConnection,
     Connection,
+    aconnect,
     connect,
     connect_kwargs,
     has_input,
 )
 
-__all__ = ["HOT_FOR", "AsyncPool", "Pool"]
+__all__ = ["FIRST_WAIT", "HOT_FOR", "AsyncPool", "Pool"]
 
 logger = logging.getLogger(SESSIONS_LOGGER)
 
@@ -42,6 +50,10 @@ T = TypeVar("T")
 
 #: Longest a session stays hot, out of its pool, before it goes back (ADR 0132).
 HOT_FOR = 1.0
+
+#: How long the first checkout of a pool that never served a session waits for the
+#: pool's own first connection before one direct attempt asks the server itself.
+FIRST_WAIT = 0.1
 
 
 class _HotSession(Generic[C]):
@@ -102,6 +114,7 @@ class _HotSession(Generic[C]):
 
 
 def _configure(conn: Connection, *, then: Callable[[Connection], None] | None) -> None:
+    OWN_POOLS.adopt(conn)
     read_json_with_venturi(conn)
     if then is not None:
         then(conn)
@@ -147,7 +160,10 @@ class Pool:
             name=name,
             configure=functools.partial(_configure, then=configure),
         )
+        OWN_POOLS.watch(name)
         self._is_open = False
+        #: False until a checkout got a session: the first ones ask the server directly.
+        self._has_served = False
         self._lock = threading.Lock()
         self._hot: _HotSession[Connection] = _HotSession()
 
@@ -209,18 +225,33 @@ class Pool:
             return hot
         conn: Connection | None = None
         try:
-            conn = self._pool.getconn()
+            conn = self._pool.getconn() if self._has_served else self._first_getconn()
         finally:
             with self._lock:
                 self._hot.got(conn)
+        return conn
+
+    def _first_getconn(self) -> Connection:
+        """A checkout before the pool ever served one: the pool's first connection if it
+        comes within ``FIRST_WAIT``, else a direct attempt first, which raises at once
+        when the server refuses (or after the connect timeout when it never answers)
+        instead of waiting the pool's whole timeout while the pool retries."""
+        started = time.monotonic()
+        try:
+            conn = self._pool.getconn(FIRST_WAIT)
+        except PoolTimeout:
+            connect(self._url, self._connect_timeout).close()
+            waited = time.monotonic() - started
+            conn = self._pool.getconn(max(FIRST_WAIT, self._connect_timeout - waited))
+        self._has_served = True
         return conn
 
     def _why_unavailable(self, timeout: PoolTimeout) -> BackendUnavailable:
         """The pool only says it timed out; one direct attempt says why (refused, no such db)."""
         try:
             connect(self._url, self._connect_timeout).close()
-        except psycopg.Error as exc:
-            return unavailable(exc)
+        except BackendUnavailable as exc:
+            return exc
         waited = self._connect_timeout
         return BackendUnavailable(
             f"database unavailable: no pooled connection within {waited}s ({timeout})"
@@ -234,6 +265,7 @@ class Pool:
                 self._pool.putconn(hot)
             self._pool.close()
             self._is_open = False
+            self._has_served = False
 
 
 def _is_live(conn: Connection) -> bool:
@@ -305,7 +337,7 @@ class AsyncPool:
         try:
             return pool, await pool.live_connection()
         except PoolTimeout as exc:
-            raise BackendUnavailable(await self._why_unavailable(exc)) from exc
+            raise await self._why_unavailable(exc) from exc
 
     async def _pool_of_running_loop(self) -> _LoopPool:
         loop = asyncio.get_running_loop()
@@ -326,17 +358,16 @@ class AsyncPool:
         await pool.open()
         return pool
 
-    async def _why_unavailable(self, timeout: PoolTimeout) -> str:
+    async def _why_unavailable(self, timeout: PoolTimeout) -> BackendUnavailable:
         """As ``Pool._why_unavailable``: one direct attempt says why."""
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self._url, **connect_kwargs(self._connect_timeout)
-            )
-            await conn.close()
-        except psycopg.Error as exc:
-            return f"database unavailable: {str(exc).strip()}"
+            await (await aconnect(self._url, self._connect_timeout)).close()
+        except BackendUnavailable as exc:
+            return exc
         waited = self._connect_timeout
-        return f"database unavailable: no pooled connection within {waited}s ({timeout})"
+        return BackendUnavailable(
+            f"database unavailable: no pooled connection within {waited}s ({timeout})"
+        )
 
     async def aclose(self) -> None:
         """Await the close of the running loop's pool; ``close`` closes the others."""
@@ -390,6 +421,8 @@ class _LoopPool:
         may_prepare: bool = True,
     ) -> None:
         self.sessions: weakref.WeakSet[AsyncConnection] = weakref.WeakSet()
+        self._url = url
+        self._connect_timeout = connect_timeout
         # min_size 0: with 1, the first checkout came before the pool's first session
         # and grew it by a second attempt, which the loop's end could cancel halfway,
         # leaving a server session that only garbage collection ends.
@@ -403,12 +436,16 @@ class _LoopPool:
             name=name,
             configure=self._track,
         )
+        OWN_POOLS.watch(name)
         self._close_timeout = connect_timeout
         self._is_open = False
+        #: As ``Pool._has_served``.
+        self._has_served = False
         self._guard: asyncio.Task[None] | None = None
         self._hot: _HotSession[AsyncConnection] = _HotSession()
 
     async def _track(self, conn: AsyncConnection) -> None:
+        OWN_POOLS.adopt(conn)
         read_json_with_venturi(conn)
         self.sessions.add(conn)
 
@@ -455,9 +492,21 @@ class _LoopPool:
             return hot
         conn: AsyncConnection | None = None
         try:
-            conn = await self.pool.getconn()
+            conn = await (self.pool.getconn() if self._has_served else self._first_getconn())
         finally:
             self._hot.got(conn)
+        return conn
+
+    async def _first_getconn(self) -> AsyncConnection:
+        """As ``Pool._first_getconn``."""
+        started = time.monotonic()
+        try:
+            conn = await self.pool.getconn(FIRST_WAIT)
+        except PoolTimeout:
+            await (await aconnect(self._url, self._connect_timeout)).close()
+            waited = time.monotonic() - started
+            conn = await self.pool.getconn(max(FIRST_WAIT, self._connect_timeout - waited))
+        self._has_served = True
         return conn
 
     async def give_back(self, conn: AsyncConnection) -> None:

@@ -4,7 +4,9 @@ Every session is autocommit (ADR 0100) and carries TCP keepalives, so a peer
 that vanished ends an idle session instead of leaving it open for good
 (ADR 0123). Behind a transaction-mode pooler a pooled session prepares
 nothing (``connect_kwargs``). The claim pool's sessions get the settings of
-``configure_claim_session``.
+``configure_claim_session``. A session that cannot be opened raises
+``BackendUnavailable`` naming the address it tried (``DatabaseRefused`` for
+a refused login), so every caller reports the same line.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from venturi.postgres.driver_errors import connect_failure
+
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_KEEPALIVES",
     "SESSIONS_LOGGER",
     "AsyncConnection",
     "Connection",
+    "aconnect",
     "configure_claim_session",
     "connect",
     "connect_kwargs",
@@ -80,11 +85,22 @@ def connect_kwargs(connect_timeout: float, *, may_prepare: bool = True) -> dict[
 
 def connect(url: str, connect_timeout: float, *, application_name: str | None = None) -> Connection:
     """A dedicated autocommit session, outside every pool (ADR 0100); ``application_name``
-    overrides the URL's."""
+    overrides the URL's. ``BackendUnavailable`` (``connect_failure``) when none opens."""
     kwargs = connect_kwargs(connect_timeout)
     if application_name is not None:
         kwargs["application_name"] = application_name
-    return psycopg.connect(url, **kwargs)
+    try:
+        return psycopg.connect(url, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise connect_failure(exc, url, connect_timeout) from exc
+
+
+async def aconnect(url: str, connect_timeout: float) -> AsyncConnection:
+    """``connect`` for async code (no ``application_name``: the pools' attempts need none)."""
+    try:
+        return await psycopg.AsyncConnection.connect(url, **connect_kwargs(connect_timeout))
+    except psycopg.OperationalError as exc:
+        raise connect_failure(exc, url, connect_timeout) from exc
 
 
 def configure_claim_session(conn: Connection) -> None:

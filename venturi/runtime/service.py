@@ -14,7 +14,8 @@ login refused) and ``SchemaMissing`` (the prefix is not migrated) would fail
 the same way at every retry, forever. The loop logs it once, as an ERROR without a
 traceback, and ends; under ``run_until_signalled`` the whole service then
 stops and ``run()`` raises that error, so ``venturi worker`` exits with it as
-one line (ADR 0118).
+one line (ADR 0118). At start (``check_at_start``) such a service waits a
+bounded time for a database it cannot reach, then fails the same way.
 
 Threads are daemons so that a handler stuck past every deadline never keeps the
 process alive; ``join`` takes a deadline and reports overruns instead of hanging.
@@ -34,7 +35,14 @@ from typing import Any, Protocol
 
 from venturi.errors import BackendUnavailable, DatabaseRefused, SchemaMissing
 
-__all__ = ["Backoff", "Part", "ServiceThread", "check_at_start", "run_until_signalled"]
+__all__ = [
+    "START_WAIT",
+    "Backoff",
+    "Part",
+    "ServiceThread",
+    "check_at_start",
+    "run_until_signalled",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +50,8 @@ logger = logging.getLogger(__name__)
 _SIGNAL_SLICE = 0.2
 #: Errors that retrying cannot fix: a loop that meets one stops (see the module docstring).
 PERMANENT_ERRORS = (DatabaseRefused, SchemaMissing)
+#: How long a service run by ``run_until_signalled`` waits for its database at start.
+START_WAIT = 10.0
 
 
 class Part(Protocol):
@@ -206,7 +216,7 @@ def run_until_signalled(
     """
     signals = _SignalCount()
     previous = signals.install()
-    supervisor = _Supervisor()
+    supervisor = _Supervisor(signals)
     is_stopping = False
     try:
         token = _supervisor.set(supervisor)
@@ -231,10 +241,22 @@ def check_at_start(check: Callable[[], str], name: str) -> str:
     """Run a service's start check (``App.check_schema``) and return what it says.
 
     A permanent error (``DatabaseRefused``, ``SchemaMissing``) is raised: the
-    service must not start. An outage is not: a worker started while its
-    database restarts (or before it is up) starts anyway, and its loops wait
-    for the database with backoff as they do for any outage.
+    service must not start. An outage depends on who started the service
+    (ADR 0118, "Unreachable at start"):
+
+    - under ``run_until_signalled`` (``venturi worker``, ``Worker.run()``,
+      ``Beat.run()``: the process is the service) the check is retried with
+      backoff for up to ``START_WAIT`` seconds, so a database that restarts or
+      starts beside the service is waited for; then the last outage is raised
+      (a signal cuts the wait short), and the command exits with one line
+      naming the host;
+    - elsewhere (``start()`` inside a web server) the service starts anyway,
+      with one warning, and its loops wait for the database with backoff as
+      they do for any outage: the host process keeps serving.
     """
+    supervisor = _supervisor.get()
+    if supervisor is not None:
+        return _wait_for_database(check, name, supervisor)
     try:
         return check()
     except DatabaseRefused:
@@ -244,11 +266,52 @@ def check_at_start(check: Callable[[], str], name: str) -> str:
         return "(unreachable for now)"
 
 
-class _Supervisor:
-    """The first permanent error any loop of one ``run_until_signalled`` service met."""
+def _wait_for_database(check: Callable[[], str], name: str, supervisor: _Supervisor) -> str:
+    """``check()`` until it answers, retried on outages for up to ``START_WAIT`` seconds.
 
-    def __init__(self) -> None:
+    Quiet while it waits (DEBUG): the outcome is either the service's start
+    line or the one error line, which names the host and how long it waited.
+    """
+    started = time.monotonic()
+    deadline = started + START_WAIT
+    backoff = Backoff(initial=0.25, cap=2.0)
+    while True:
+        try:
+            location = check()
+        except DatabaseRefused:
+            raise
+        except BackendUnavailable as exc:
+            left = deadline - time.monotonic()
+            if supervisor.is_signalled() or left <= 0:
+                waited = time.monotonic() - started
+                raise BackendUnavailable(f"{exc}; {name} gave up after {waited:.0f} s") from exc
+            delay = min(backoff.next_delay(), left)
+            logger.debug("%s: %s at start; trying again in %.2fs", name, exc, delay)
+            supervisor.wait_unless_signalled(delay)
+        else:
+            if backoff.is_failing:
+                waited = time.monotonic() - started
+                logger.info("%s: database reachable after %.1fs at start", name, waited)
+            return location
+
+
+class _Supervisor:
+    """The first permanent error any loop of one ``run_until_signalled`` service met,
+    and whether a signal arrived (for the start check's wait)."""
+
+    def __init__(self, signals: _SignalCount) -> None:
         self.error: Exception | None = None
+        self._signals = signals
+
+    def is_signalled(self) -> bool:
+        return self._signals.count > 0
+
+    def wait_unless_signalled(self, seconds: float) -> None:
+        """Wait ``seconds``, in slices that look at the signal count (its handler sets no event)."""
+        deadline = time.monotonic() + seconds
+        pause = threading.Event()
+        while not self.is_signalled() and (left := deadline - time.monotonic()) > 0:
+            pause.wait(min(left, _SIGNAL_SLICE))
 
     def fail(self, error: Exception) -> None:
         if self.error is None:
