@@ -26,7 +26,9 @@ EXAMPLE_FILES = sorted((ROOT / "examples").glob("*.py")) + sorted(
 )
 
 
-def run_program(program: Program, database_url: str, where: Path) -> subprocess.CompletedProcess[str]:
+def run_program(
+    program: Program, database_url: str, where: Path
+) -> subprocess.CompletedProcess[str]:
     script = where / f"{program.name}.py"
     script.write_text(program.source)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")}
