@@ -23,7 +23,7 @@ __all__ = ["PAGES", "Block", "Program", "programs_of"]
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 #: The pages whose examples must run: the tutorial and every guide.
-PAGES = [DOCS / "tutorial.md", *sorted((DOCS / "guides").glob("*.md"))]
+PAGES = [ROOT / "README.md", DOCS / "tutorial.md", *sorted((DOCS / "guides").glob("*.md"))]
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,})(?P<info>[^`\n]*)$")
 _MARK = re.compile(r"^\s*<!--\s*example:\s*(?P<mark>fragment|new)\b.*-->\s*$")
