@@ -133,10 +133,12 @@ class Enqueue(Protocol):
         """Insert jobs (deduplicating per ADR 10), one ref per input, in input order.
 
         Plain jobs become ``pending`` rows in input order (``created_at`` rises
-        through a batch), visible at ``eta`` or database ``now() + delay``. A job
+        through a batch), visible at ``eta`` or database ``now() + delay``, expiring
+        at ``expires_at`` or database ``now() + expires_in`` (neither: never). A job
         with a dedup key is offered to its oldest pending sibling of the same kind
         and key: its ``merge`` decides (without one, the job is inserted as if
-        ``independent``); a merged ref carries the sibling's id, ``merged=True``.
+        ``independent``); a merged ref carries the sibling's id, ``merged=True``,
+        and the sibling keeps the later of the two expiries (ADR 0135).
         Either every job of the call is written or none is; an exception from a
         ``merge`` resolver propagates, nothing written. With ``connection``, the
         insert runs inside the caller's transaction and the wake-up is sent when
@@ -199,7 +201,9 @@ class Claims(Protocol):
         Eligible means ``visible_at <= now() + horizon``; a positive horizon is
         only for ``testing.drain(include_scheduled=True)``. A kind with a floor
         is only looked for at or after it in claim order (ADR 0115): rows
-        before it are not claimed, even when eligible.
+        before it are not claimed, even when eligible. A job whose expiry is at
+        or before ``max(visible_at, now())`` comes back ``is_expired`` (ADR 0135);
+        so in every claim verb.
         """
         ...
 
@@ -371,7 +375,8 @@ class Operator(Protocol):
     """
 
     def get_job(self, job_id: str) -> JobDetail | None:
-        """The row and its journal in recording (id) order; ``None`` when no such job."""
+        """The row (its ``expires_at`` too) and its journal in recording (id) order;
+        ``None`` when no such job."""
         ...
 
     def list_jobs(
@@ -412,7 +417,7 @@ class Operator(Protocol):
 
     def retry_job(self, job_id: str) -> JobRow:
         """``dead`` -> ``pending``, visible now, failures reset, cancellation request
-        cleared, journal ``retried``.
+        and expiry cleared (ADR 0135), journal ``retried``.
 
         Raises ``JobNotFound``, or ``InvalidState`` for any other status (nothing written).
         """

@@ -1,7 +1,7 @@
 """Task options and every check a task's configuration or a call's options must pass.
 
 ``TaskOptions.parse`` checks ``@task(...)`` at decoration; the ``validate_*``
-functions check what ``apply_async`` takes per call (tier, delay, dedup key).
+functions check what ``apply_async`` takes per call (tier, delay, expiry, dedup key).
 Both fail before any I/O (STYLE R15) with a typed error naming the bad value.
 
 Limits that protect the database's btree indexes (an index entry must stay
@@ -50,6 +50,7 @@ __all__ = [
     "validate_age_after",
     "validate_dedup_key",
     "validate_delay",
+    "validate_expires",
     "validate_fair_key",
     "validate_kind",
     "validate_priority",
@@ -108,6 +109,11 @@ class TaskOptions:
             starves another key's jobs (ADR 0129). Called like ``dedup``, so it
             must accept the handler's arguments by name (``lambda tenant, **_:
             tenant``), checked at decoration. ``None`` (default): plain claims.
+        expires: the default expiry of the task's jobs, a positive timedelta (or
+            seconds) counted from when each job is due (its ``eta``, or the end
+            of its countdown): a job not started by then ends ``dead``, note
+            ``expired``, and never runs (ADR 0135). A call's ``expires=``
+            replaces it. ``None`` (default): jobs never expire.
     """
 
     kind: str | None = None
@@ -125,6 +131,7 @@ class TaskOptions:
     global_concurrency: int | None = None
     rate_limit: RateLimit | None = None
     fair_key: Callable[..., object] | None = None
+    expires: timedelta | None = None
 
     @classmethod
     def parse(cls, **options: Any) -> TaskOptions:
@@ -152,7 +159,7 @@ class TaskOptions:
         if options.get("concurrency") is not None:
             values["concurrency"] = _positive_int("concurrency", options["concurrency"])
         if "lease" in options:
-            values["lease"] = _lease_option(options["lease"])
+            values["lease"] = _positive_delay("lease", options["lease"])
         if options.get("carry") is not None:
             values["carry"] = _carry_option(options["carry"])
         if "timezone" in options:
@@ -160,7 +167,11 @@ class TaskOptions:
                 raise ConfigurationError(f"timezone must be a string, got {options['timezone']!r}")
             values["timezone"] = options["timezone"]
         if options.get("time_limit") is not None:
-            values["time_limit"] = _time_limit_option(options["time_limit"])
+            values["time_limit"] = _positive_delay("time_limit", options["time_limit"])
+        if options.get("expires") is not None:
+            values["expires"] = _positive_delay("expires", options["expires"])
+            if _is_beyond_year_9999(values["expires"]):
+                raise ConfigurationError("expires reaches beyond the year 9999")
         if options.get("global_concurrency") is not None:
             values["global_concurrency"] = _positive_int(
                 "global_concurrency", options["global_concurrency"]
@@ -224,12 +235,63 @@ def validate_delay(countdown: object, eta: object) -> tuple[timedelta, datetime 
         )
     if delay < _ZERO:
         raise InvalidDelay(delay, "countdown must not be negative")
-    if delay > _ZERO:
-        try:
-            datetime.now(UTC) + delay
-        except OverflowError:
-            raise InvalidDelay(delay, "countdown reaches beyond the year 9999") from None
+    if delay > _ZERO and _is_beyond_year_9999(delay):
+        raise InvalidDelay(delay, "countdown reaches beyond the year 9999")
     return delay, None
+
+
+def validate_expires(
+    expires: object, *, default: timedelta | None, delay: timedelta, eta: datetime | None
+) -> tuple[timedelta | None, datetime | None]:
+    """A call's validated expiry as ``(expires_in, expires_at)`` for a ``NewJob`` (ADR 0135).
+
+    ``expires`` is a timezone-aware time, or a positive timedelta (or seconds)
+    from the enqueue, as Celery's; ``None`` takes the task's ``default``, which
+    counts from when the job is due: its (validated) ``eta``, else the end of
+    its ``delay``. ``InvalidDelay`` for anything else.
+    """
+    if expires is None:
+        if default is None:
+            return None, None
+        if eta is None:
+            return delay + default, None
+        try:
+            return None, eta + default
+        except OverflowError:
+            raise InvalidDelay(eta, "eta plus the task's expires is beyond the year 9999") from None
+    if isinstance(expires, datetime):
+        if expires.utcoffset() is None:
+            raise InvalidDelay(
+                expires, "expires must be timezone-aware (e.g. datetime.now(UTC) + ...)"
+            )
+        try:
+            expires.astimezone(UTC)
+        except OverflowError:
+            raise InvalidDelay(
+                expires, "expires is outside the years 1-9999 once converted to UTC"
+            ) from None
+        return None, expires
+    expires_in = to_timedelta(expires)
+    if expires_in is None:
+        raise InvalidDelay(
+            None,
+            "expires must be a datetime, a timedelta or a finite number of seconds, "
+            f"got {expires!r}",
+        )
+    if expires_in <= _ZERO:
+        raise InvalidDelay(expires_in, "expires must be positive (a time from now)")
+    if _is_beyond_year_9999(expires_in):
+        raise InvalidDelay(expires_in, "expires reaches beyond the year 9999")
+    return expires_in, None
+
+
+def _is_beyond_year_9999(delay: timedelta) -> bool:
+    """Whether now + ``delay`` is past what a datetime (and so the database) can hold."""
+    try:
+        datetime.now(UTC) + delay
+    except OverflowError:
+        return True
+    return False
 
 
 def validate_dedup_key(value: object, kind: str, source: str) -> str:
@@ -367,20 +429,12 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
-def _lease_option(value: object) -> timedelta:
-    lease = to_timedelta(value)
-    if lease is None or lease <= _ZERO:
-        raise ConfigurationError(f"lease must be a positive timedelta (or seconds), got {value!r}")
-    return lease
-
-
-def _time_limit_option(value: object) -> timedelta:
-    limit = to_timedelta(value)
-    if limit is None or limit <= _ZERO:
-        raise ConfigurationError(
-            f"time_limit must be a positive timedelta (or seconds), got {value!r}"
-        )
-    return limit
+def _positive_delay(name: str, value: object) -> timedelta:
+    """``lease``, ``time_limit``, ``expires``: a positive timedelta, or seconds."""
+    delay = to_timedelta(value)
+    if delay is None or delay <= _ZERO:
+        raise ConfigurationError(f"{name} must be a positive timedelta (or seconds), got {value!r}")
+    return delay
 
 
 def _backoff_option(value: object) -> Callable[[int], timedelta]:

@@ -4,7 +4,7 @@ Enqueueing (``delay``, ``apply_async``, ``delay_many``, and their awaited
 forms ``adelay``, ``aapply_async``, ``adelay_many``) does every check
 *before* any I/O (STYLE R15): the call is bound to the handler's signature
 (``venturi.binding``, which also explains the payload's shape), the tier,
-delay and dedup key are checked (``venturi.options``), and the payload is
+delay, expiry and dedup key are checked (``venturi.options``), and the payload is
 encoded as strict JSON (``venturi.serialization``). A refused call raises a
 typed ``EnqueueError`` and writes nothing.
 """
@@ -44,6 +44,7 @@ from venturi.options import (
     to_timedelta,
     validate_dedup_key,
     validate_delay,
+    validate_expires,
     validate_fair_key,
     validate_kind,
     validate_priority,
@@ -140,6 +141,7 @@ class Task(Generic[P, R]):
         priority: Priority | int | None = None,
         dedup_key: str | int | None = None,
         connection: object | None = None,
+        expires: datetime | timedelta | float | None = None,
     ) -> JobRef[R]:
         """Enqueue one call.
 
@@ -150,12 +152,21 @@ class Task(Generic[P, R]):
             dedup_key: this job's dedup key instead of the task's ``dedup`` function.
             connection: a psycopg connection: enqueue inside the caller's
                 transaction; the job exists exactly when it commits.
+            expires: a timezone-aware time, or a positive timedelta (or seconds)
+                from now, instead of the task's ``expires``: a job not started by
+                then ends ``dead``, note ``expired``, and never runs (ADR 0135).
 
         Raises ``ArgumentsMismatch``, ``InvalidPayload``, ``InvalidPriority``,
         ``InvalidDelay`` (all ``EnqueueError``), with nothing written.
         """
         job = self.new_job(
-            args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
+            args,
+            kwargs,
+            countdown=countdown,
+            eta=eta,
+            priority=priority,
+            dedup_key=dedup_key,
+            expires=expires,
         )
         return self.with_source(self._write([job], connection))[0]
 
@@ -281,6 +292,7 @@ class Task(Generic[P, R]):
         eta: datetime | None = None,
         priority: Priority | int | None = None,
         dedup_key: str | int | None = None,
+        expires: datetime | timedelta | float | None = None,
     ) -> NewJob:
         """Validate and encode one call into a ``NewJob``; no I/O.
 
@@ -293,6 +305,9 @@ class Task(Generic[P, R]):
         payload = binding.encode_payload(arguments)
         tier = options.priority if priority is None else validate_priority(priority)
         delay, eta = validate_delay(countdown, eta)
+        expires_in, expires_at = validate_expires(
+            expires, default=options.expires, delay=delay, eta=eta
+        )
         if dedup_key is not None:
             key: str | None = validate_dedup_key(dedup_key, self.kind, "dedup_key")
         elif options.dedup is not None:
@@ -316,6 +331,8 @@ class Task(Generic[P, R]):
             dedup_key=key,
             merge=self._resolver(payload) if key is not None else None,
             fair_key=fair_key,
+            expires_in=expires_in,
+            expires_at=expires_at,
         )
 
     def _resolver(self, payload: str) -> MergeResolver:
@@ -357,6 +374,7 @@ class Task(Generic[P, R]):
         priority: Priority | int | None = None,
         dedup_key: str | int | None = None,
         connection: object | None = None,
+        expires: datetime | timedelta | float | None = None,
     ) -> JobRef[R]:
         """``apply_async``, awaited; ``connection`` is a ``psycopg.AsyncConnection``.
 
@@ -368,7 +386,13 @@ class Task(Generic[P, R]):
         commits; rolled back, there is no row and no wake-up.
         """
         job = self.new_job(
-            args, kwargs, countdown=countdown, eta=eta, priority=priority, dedup_key=dedup_key
+            args,
+            kwargs,
+            countdown=countdown,
+            eta=eta,
+            priority=priority,
+            dedup_key=dedup_key,
+            expires=expires,
         )
         return self.with_source(await self._aenqueue([job], connection))[0]
 
@@ -494,6 +518,7 @@ def task(
     global_concurrency: int | None = None,
     rate_limit: str | None = None,
     fair_key: Callable[..., str] | None = None,
+    expires: timedelta | float | None = None,
 ) -> TaskDecorator: ...
 def task(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a handler in the default registry (``@task`` or ``@task(...)``).

@@ -13,7 +13,10 @@ endings (return, pause, ``Retry``, ``Fail``, an exception) directly.
 ``.delay_many()`` of the tasks that enqueue through ``app`` run their handler
 at once, in the caller's thread, with no database: same validation, same
 outcome rules, retries and pauses run at once up to their bounds, and
-``session.runs`` says what happened (ADR 0120).
+``session.runs`` says what happened (ADR 0120). A job whose expiry comes at
+or before it would be due (``expires`` shorter than its countdown, or already
+past) ends ``dead``, note ``expired``, without running, as on a worker (ADR
+0135).
 
 ``async def`` handlers (ADR 0126) run in all three: ``drain``, ``perform`` and
 ``eager`` run each on a fresh event loop in the caller's thread
@@ -374,6 +377,7 @@ class EagerSession:
                     failure_count=failure_count,
                     carry=carry,
                     priority=job.priority,
+                    is_expired=run_count == 1 and _is_expired(job),
                 )
                 outcome = execute(task, claimed).outcome
                 self.runs.append(
@@ -417,6 +421,7 @@ def _claimed_job(
     failure_count: int = 0,
     carry: Any = None,
     priority: Priority = Priority.NORMAL,
+    is_expired: bool = False,
 ) -> ClaimedJob:
     """A claim of a job that is in no table: what ``perform`` and ``eager`` hand the executor."""
     return ClaimedJob(
@@ -428,4 +433,20 @@ def _claimed_job(
         failure_count=failure_count,
         created_at=_EPOCH,
         claim_expires_at=_EPOCH,
+        is_expired=is_expired,
     )
+
+
+def _is_expired(job: NewJob) -> bool:
+    """Whether a worker's first claim of ``job`` would find it expired (ADR 0135): its
+    expiry is past, or comes at or before the job is due. Decided at enqueue, by this
+    process's clock, since eager has no database and runs the job at once."""
+    now = datetime.now(UTC)
+    if job.expires_at is not None:
+        expires = job.expires_at
+    elif job.expires_in is not None:
+        expires = now + job.expires_in
+    else:
+        return False
+    due = job.eta if job.eta is not None else now + job.delay
+    return expires <= max(due, now)

@@ -92,7 +92,9 @@ class NewJob:
 
     ``payload`` is an encoded JSON object of named arguments. Eligibility is
     ``eta`` when given, else database ``now() + delay`` (ADR 12): Python never
-    sends its own wall clock for immediate work.
+    sends its own wall clock for immediate work. The expiry, likewise, is
+    ``expires_at`` when given, else database ``now() + expires_in``, else none
+    (ADR 0135).
 
     Treat it as immutable (make changed copies with ``dataclasses.replace``):
     it is not ``frozen`` only because a frozen dataclass's ``__init__`` sets
@@ -112,6 +114,8 @@ class NewJob:
     headers: Mapping[str, str] | None = None
     #: The key claims of a ``fair_key`` task rotate by (ADR 0129); None: a plain job.
     fair_key: str | None = None
+    expires_in: timedelta | None = None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,8 @@ class ClaimedJob:
     headers: Mapping[str, str] | None = None
     #: The workflow it is a step of (ADR 0125), else None.
     workflow_id: str | None = None
+    #: Its expiry had passed when it was claimed: it ends dead, unrun (ADR 0135).
+    is_expired: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +228,8 @@ class JobRow:
     dedup_key: str | None
     #: When an operator asked the running job to stop (ADR 0121); None: never.
     cancel_requested_at: datetime | None = None
+    #: When it may no longer start a run (ADR 0135); None: never, or not read back.
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,8 @@ def new_job(
     dedup_key: str | None = None,
     merge: MergeResolver | None = None,
     fair_key: str | None = None,
+    expires_in: timedelta | None = None,
+    expires_at: datetime | None = None,
 ) -> NewJob:
     """A NewJob with a fresh ULID, as the task layer would build it."""
     return NewJob(
@@ -79,6 +81,8 @@ def new_job(
         dedup_key=dedup_key,
         merge=merge,
         fair_key=fair_key,
+        expires_in=expires_in,
+        expires_at=expires_at,
     )
 
 

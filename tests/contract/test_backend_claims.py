@@ -1,8 +1,8 @@
 """The Claims role (venturi/backend.py): ``claim`` (tier then age, kinds, limit,
 horizon, floors, claimers that never take one row twice), the runtime's floors against
 real claims, ``claim_limited`` (global caps and rate limits shared by every claimer),
-``promote_waiting`` (priority aging) and ``claim_fair`` (the keys of a fair kind take
-turns) (ADR 3, 19, 0112, 0115, 0128, 0129, 0132)."""
+``promote_waiting`` (priority aging), ``claim_fair`` (the keys of a fair kind take
+turns) and every claim's expiry test (ADR 3, 19, 0112, 0115, 0128, 0129, 0132, 0135)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from backends import KIND, LEASE, WORKER, ClaimAll, new_job
 
 from venturi.backend import CAP_RECHECK, Backend
@@ -542,3 +543,57 @@ def test_two_claimers_at_once_never_take_the_same_job(build_backend: Any, backen
     every = [job_id for ids in claimed for job_id in ids]
     assert len(every) == 120
     assert len(set(every)) == 120
+
+
+# -- expiry (ADR 0135) -----------------------------------------------------------------
+
+
+CLAIM_VERBS: dict[str, Callable[[Backend], list[ClaimedJob]]] = {
+    "claim": lambda b: b.claim(kinds=[KIND], limit=10, worker_id=WORKER, lease=LEASE),
+    "claim_limited": lambda b: _limited_claim(b, {KIND: KindLimits(global_concurrency=50)}).jobs,
+    "claim_fair": lambda b: _fair_claim(b, 10),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(CLAIM_VERBS))
+def test_every_claim_says_which_jobs_are_past_their_expiry(backend: Backend, verb: str) -> None:
+    key = "tenant-a" if verb == "claim_fair" else None
+    past = new_job(fair_key=key, expires_in=timedelta(microseconds=1))
+    future = new_job(fair_key=key, expires_in=timedelta(hours=1))
+    never = new_job(fair_key=key)
+    backend.enqueue([past, future, never])
+
+    claimed = {job.claim.job_id: job.is_expired for job in CLAIM_VERBS[verb](backend)}
+
+    assert claimed == {past.id: True, future.id: False, never.id: False}
+
+
+def test_a_job_expiring_before_it_is_visible_is_claimed_expired_inside_a_horizon(
+    backend: Backend,
+) -> None:
+    doomed = new_job(delay=timedelta(hours=1), expires_in=timedelta(minutes=30))
+    in_time = new_job(delay=timedelta(hours=1), expires_in=timedelta(hours=2))
+    backend.enqueue([doomed, in_time])
+
+    claimed = backend.claim(
+        kinds=[KIND], limit=10, worker_id=WORKER, lease=LEASE, horizon=timedelta(hours=2)
+    )
+
+    assert {job.claim.job_id: job.is_expired for job in claimed} == {
+        doomed.id: True,
+        in_time.id: False,
+    }
+
+
+def test_an_expired_job_spends_no_start_of_a_rate_limit(backend: Backend) -> None:
+    hourly = {KIND: KindLimits(rate_limit=RateLimit(1, timedelta(hours=1)))}
+    expired, live = new_job(expires_in=timedelta(microseconds=1)), new_job()
+    backend.enqueue([expired])
+    backend.enqueue([live])
+
+    first = _limited_claim(backend, hourly, limit=1)
+    second = _limited_claim(backend, hourly, limit=1)
+
+    assert [(job.claim.job_id, job.is_expired) for job in first.jobs] == [(expired.id, True)]
+    assert [(job.claim.job_id, job.is_expired) for job in second.jobs] == [(live.id, False)]
+    assert KIND in _limited_claim(backend, hourly).throttled

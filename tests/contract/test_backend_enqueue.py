@@ -1,7 +1,8 @@
 """The Enqueue role (venturi/backend.py): ``enqueue``'s rows, order, batches of every
-size, dedup decisions and the caller's transaction; trace headers and fair keys stored
-on every insert path; beat's two reads by dedup key (ADR 10, 12, 0108, 0127, 0129).
-``aenqueue`` has test_backend_enqueue_async.py."""
+size, dedup decisions and the caller's transaction; trace headers, fair keys and
+expiries stored on every insert path (and an expiry through merges); beat's two reads by
+dedup key (ADR 10, 12, 0108, 0127, 0129, 0135). ``aenqueue`` has
+test_backend_enqueue_async.py."""
 
 from __future__ import annotations
 
@@ -383,6 +384,92 @@ def test_every_enqueue_path_stores_the_fair_key(
     every = [single, *batch, *large, traced_single, *traced_batch, *traced_large]
     assert {j.id: stored[j.id]["fair_key"] for j in every} == {j.id: j.fair_key for j in every}
     assert stored[traced_large[-1].id]["headers"] == headers
+
+
+# -- expiry (ADR 0135) -----------------------------------------------------------------
+
+
+AT = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+
+
+def _expiring_jobs(count: int) -> list[NewJob]:
+    """Jobs expiring in every way a NewJob can: an interval, one beside a delay, a time, none."""
+    shapes = [
+        new_job(expires_in=timedelta(minutes=3)),
+        new_job(expires_at=AT),
+        new_job(expires_in=timedelta(seconds=90), delay=timedelta(hours=1)),
+        new_job(),
+    ]
+    return [replace(shapes[n % len(shapes)], id=str(ULID())) for n in range(count)]
+
+
+@pytest.mark.parametrize("size_index", [0, 1, 2])
+@pytest.mark.parametrize("traced", [False, True], ids=["plain", "headers"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["enqueue", "aenqueue"])
+def test_every_enqueue_path_stores_the_expiry_from_the_database_clock(
+    backend: Backend,
+    backend_case: BackendCase,
+    db: Any,
+    size_index: int,
+    traced: bool,
+    is_async: bool,
+) -> None:
+    """enqueue_job, enqueue_jobs, COPY, their forms with trace headers, sync and async: an
+    interval counts from the row's created_at, a time is stored as given, none is NULL."""
+    jobs = _expiring_jobs(sizes(backend_case)[size_index])
+    if traced:
+        jobs = [replace(job, headers=HEADERS) for job in jobs]
+    if is_async:
+
+        async def write() -> None:
+            await backend.aenqueue(jobs)
+            await backend.aclose()
+
+        asyncio.run(write())
+    else:
+        backend.enqueue(jobs)
+
+    rows = {r["id"]: r for r in db.jobs()}
+    assert len(rows) == len(jobs)
+    for job in jobs:
+        row = rows[job.id]
+        if job.expires_in is not None:
+            assert row["expires_at"] - row["created_at"] == job.expires_in
+        else:
+            assert row["expires_at"] == job.expires_at
+
+
+LATER = timedelta(days=365 * 20)
+MERGES = [
+    pytest.param(AT, LATER, "incoming", id="the-later-incoming-one"),
+    pytest.param(AT, timedelta(minutes=1), "existing", id="the-later-existing-one"),
+    pytest.param(AT, None, None, id="an-incoming-job-without-one-never-expires"),
+    pytest.param(None, timedelta(minutes=1), None, id="an-existing-job-without-one-never-expires"),
+]
+
+
+@pytest.mark.parametrize("action", [MergeAction.KEEP, MergeAction.REPLACE, MergeAction.COMBINE])
+@pytest.mark.parametrize(("existing", "incoming", "kept"), MERGES)
+def test_a_merge_leaves_the_sibling_the_later_expiry(
+    backend: Backend,
+    db: Any,
+    action: MergeAction,
+    existing: datetime | None,
+    incoming: timedelta | None,
+    kept: str | None,
+) -> None:
+    first = new_job(dedup_key="k", expires_at=existing)
+    backend.enqueue([first])
+    second = new_job(dedup_key="k", merge=decide(action, '{"n": 2}'), expires_in=incoming)
+
+    assert backend.enqueue([second]) == [JobRef(first.id, merged=True)]
+
+    [row] = db.jobs()
+    if kept == "incoming":
+        [merged] = db.journal(first.id)
+        assert abs(row["expires_at"] - merged["recorded_at"] - LATER) < timedelta(seconds=5)
+    else:
+        assert row["expires_at"] == (AT if kept == "existing" else None)
 
 
 # -- beat's lookups (ADR 0108) ----------------------------------------------------------

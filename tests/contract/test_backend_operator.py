@@ -1,6 +1,7 @@
 """The Operator role (venturi/backend.py): ``retry_job`` and ``cancel_job`` (a claimed
 job's cancellation request too), ``cleanup``, and reading rows back: ``get_job``,
-``list_jobs``, ``list_job_summaries`` (last notes), ``stats`` (ADR 5, 18, 0105, 0121)."""
+``list_jobs``, ``list_job_summaries`` (last notes), ``stats`` (ADR 5, 18, 0105, 0121);
+an operator's retry clears an expiry (ADR 0135)."""
 
 from __future__ import annotations
 
@@ -162,6 +163,30 @@ def test_retrying_a_cancelled_job_clears_the_request(
     assert (retried.status, retried.cancel_requested_at) == (Status.PENDING, None)
     [again] = claim_all()
     assert backend.renew_leases([again.claim], LEASE).cancel_requested == set()
+
+
+def test_retrying_an_expired_job_clears_its_expiry_so_it_runs(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    """get_job reads the expiry back; an operator's retry (one job or by filter) drops it."""
+    one, other = (new_job(expires_in=timedelta(microseconds=1)) for _ in range(2))
+    backend.enqueue([one, other])
+    claimed = claim_all()
+    assert [job.is_expired for job in claimed] == [True, True]
+    expired = Outcome(OutcomeKind.DEAD, note="expired")
+    backend.finish([Finished(job.claim, expired) for job in claimed])
+    detail = backend.get_job(one.id)
+    assert detail is not None and detail.job.expires_at is not None
+
+    assert backend.retry_job(one.id).expires_at is None
+    assert backend.retry_matching(kind=KIND, note="expired", batch_size=10) == 1
+
+    assert [(job.claim.job_id, job.is_expired) for job in claim_all()] == [
+        (one.id, False),
+        (other.id, False),
+    ]
+    detail = backend.get_job(one.id)
+    assert detail is not None and detail.job.expires_at is None
 
 
 # -- cleanup (ADR 18) ---------------------------------------------------------------------

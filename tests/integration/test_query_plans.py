@@ -560,6 +560,8 @@ def test_merging_into_a_sibling_updates_it_by_primary_key(planner: Planner) -> N
         id=planner.samples["pending_id"],
         payload=None,
         priority=0,
+        expires_in=timedelta(minutes=10),
+        expires_at=None,
         note="keep: absorbed 01J0000000000000000000000",
     )
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
@@ -577,6 +579,8 @@ def test_enqueue_inserts_without_reading_existing_rows(planner: Planner) -> None
         etas=[None, None],
         dedup_keys=[None, None],
         fair_keys=[None, "tenant-7"],
+        expires_ins=[None, timedelta(minutes=10)],
+        expires_ats=[None, None],
         channel=f"{planner.prefix.value}_wakeup",
     )
     assert plan.table_reads(planner.jobs) == [], plan.text
@@ -596,6 +600,8 @@ def test_enqueue_with_trace_headers_inserts_without_reading_existing_rows(
         etas=[None, None],
         dedup_keys=[None, None],
         fair_keys=[None, "tenant-7"],
+        expires_ins=[None, timedelta(minutes=10)],
+        expires_ats=[None, None],
         headers=[
             '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
             None,
@@ -1347,3 +1353,23 @@ def test_the_plain_claim_of_other_kinds_is_unchanged_beside_a_fair_kind(fair: Pl
     plan = fair.explain("claim_jobs", **_claim_params(EVERY_KIND, 8))
     assert plan.index_scans(fair.index("_jobs_fair")) == [], plan.text
     _assert_per_kind_claim_probes(fair, plan)
+
+
+# -- expiry (ADR 0135) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["claim_jobs", "claim_fair_jobs"])
+def test_the_expiry_test_of_a_claim_is_computed_on_the_claimed_rows_only(
+    fair: Planner, name: str
+) -> None:
+    """``is_expired`` is an output column of the claim's update: no scan filters on
+    ``expires_at``, so the claim reads what it read before V11, expiring rows or not."""
+    params = _claim_params(EVERY_KIND, 8) if name == "claim_jobs" else _fair_params(8)
+    plan = fair.explain(name, **params)
+    scans = [n for n in plan.nodes if "Scan" in n.type]
+    assert scans, plan.text
+    assert all(
+        "expires_at" not in n.get("Filter") + n.get("Index Cond") + n.get("Recheck Cond")
+        for n in scans
+    ), plan.text
+    assert plan.seq_scans(fair.jobs) == [], plan.text

@@ -439,3 +439,27 @@ def test_the_start_check_names_the_fair_key_when_v10_is_missing(
 ) -> None:
     message = start_check_refusal(conn, fresh_prefix, database_url, 9)
     assert "fair_key" in message, message
+
+
+def test_v11_only_appends_the_nullable_expiry_column(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """Expiry (ADR 0135): one nullable timestamptz column after the jobs table's others, no
+    default (no row rewritten), no index; nothing else changed (SPEC 5.1)."""
+    migrations = load_migrations()
+    [v11] = [m for m in migrations if m.version == 11]
+    assert v11.name == "expires"
+    before, after = across(conn, fresh_prefix, 11)
+
+    assert after["constraints"] == before["constraints"]
+    assert after["indexes"] == before["indexes"]
+    assert appended_columns(before, after) == [
+        ("{{prefix}}_jobs", "expires_at", "timestamp with time zone", "False", "None"),
+    ]
+
+
+def test_the_start_check_names_the_expiry_when_v11_is_missing(
+    conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
+) -> None:
+    message = start_check_refusal(conn, fresh_prefix, database_url, 10)
+    assert "expires_at" in message, message

@@ -287,6 +287,8 @@ def _detail_lines(detail: JobDetail, result: _Result) -> list[str]:
         ("carry", compact_json(job.carry)),
         ("result", shown),
     ]
+    if job.expires_at is not None:  # ADR 0135; a job without an expiry shows no line for it
+        fields.insert(6, ("expires_at", format_time(job.expires_at, precise=True)))
     width = max(len(name) for name, _ in fields)
     lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
     if not detail.journal:
@@ -356,7 +358,8 @@ def _entry_json(entry: JournalEntry) -> dict[str, Any]:
 
 
 def _detail_json(detail: JobDetail) -> dict[str, Any]:
-    return {"job": _job_json(detail.job), "journal": [_entry_json(e) for e in detail.journal]}
+    job = {**_job_json(detail.job), "expires_at": utc(detail.job.expires_at)}
+    return {"job": job, "journal": [_entry_json(e) for e in detail.journal]}
 
 
 # -------------------------------------------------------------- retry, cancel

@@ -134,7 +134,8 @@ class ClaimVerbs(Store):
         state: Mapping[str, Mapping[str, Any]],
         rows: Sequence[Mapping[str, Any]],
     ) -> None:
-        taken = Counter(row["kind"] for row in rows)
+        # An expired job starts no run (ADR 0135), so it spends no start.
+        taken = Counter(row["kind"] for row in rows if not row["is_expired"])
         spent: dict[str, datetime] = {}
         for kind, count in taken.items():
             rate = limits[kind].rate_limit if kind in limits else None
@@ -217,6 +218,7 @@ def _claimed_jobs(
             claim_expires_at=r["claim_expires_at"],
             headers=r["headers"],
             workflow_id=r["workflow_id"],
+            is_expired=r["is_expired"],
         )
         for r in rows
     ]

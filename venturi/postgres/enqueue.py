@@ -93,6 +93,8 @@ class EnqueueVerbs(Store):
             "eta": job.eta,
             "dedup_key": job.dedup_key,
             "fair_key": job.fair_key,
+            "expires_in": job.expires_in,
+            "expires_at": job.expires_at,
             "channel": self._prefix.channel,
         }
 
@@ -112,6 +114,8 @@ class EnqueueVerbs(Store):
             "etas": [j.eta for j in jobs],
             "dedup_keys": [j.dedup_key for j in jobs],
             "fair_keys": [j.fair_key for j in jobs],
+            "expires_ins": [j.expires_in for j in jobs],
+            "expires_ats": [j.expires_at for j in jobs],
             "channel": self._prefix.channel,
         }
 
@@ -263,11 +267,14 @@ def _split_for_enqueue(
 def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
     """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs);
     with a headers column when any job has headers (``copy_jobs_with_headers``); the fair
-    key last (ADR 0129)."""
+    key, then the expiry, last (ADR 0129, 0135)."""
     traced = _has_headers(jobs)
     for offset, job in enumerate(jobs):
         created_at = start + timedelta(microseconds=offset)
         visible_at = job.eta if job.eta is not None else created_at + job.delay
+        expires_at = job.expires_at
+        if expires_at is None and job.expires_in is not None:
+            expires_at = created_at + job.expires_in
         row = (
             job.id,
             job.kind,
@@ -278,7 +285,8 @@ def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, .
             visible_at,
             job.dedup_key,
         )
-        yield (*row, _headers_json(job), job.fair_key) if traced else (*row, job.fair_key)
+        tail = (job.fair_key, expires_at)
+        yield (*row, _headers_json(job), *tail) if traced else (*row, *tail)
 
 
 def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -294,6 +302,8 @@ def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, A
         "id": sibling["id"],
         "payload": decision.payload if decision.action is not MergeAction.KEEP else None,
         "priority": int(job.priority),
+        "expires_in": job.expires_in,
+        "expires_at": job.expires_at,
         "note": f"{decision.action.value}: absorbed {job.id}",
     }
 
@@ -348,6 +358,7 @@ _COPY_TYPES = [
     "timestamptz",
     "text",
     "text",
+    "timestamptz",
 ]
-#: ``copy_jobs_with_headers``: the headers before the fair key.
-_COPY_TYPES_WITH_HEADERS = [*_COPY_TYPES[:-1], "jsonb", "text"]
+#: ``copy_jobs_with_headers``: the headers before the fair key and the expiry.
+_COPY_TYPES_WITH_HEADERS = [*_COPY_TYPES[:-2], "jsonb", *_COPY_TYPES[-2:]]

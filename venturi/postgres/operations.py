@@ -7,6 +7,7 @@ behind stats and the dashboard.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -42,7 +43,9 @@ class OperatorVerbs(Store):
             if row is None:
                 return None
             timeline = self._queries.job_timeline.many(conn, id=job_id)
-            return JobDetail(job_row(row), tuple(_journal_entry(e) for e in timeline))
+            # The expiry is read back here, for one job (ADR 0135), not by every listing.
+            job = replace(job_row(row), expires_at=row["expires_at"])
+            return JobDetail(job, tuple(_journal_entry(e) for e in timeline))
 
         return self._run(read)
 

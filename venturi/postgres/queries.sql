@@ -17,19 +17,21 @@
 -- clock_timestamp() per row keeps FIFO order within a batch; immediate work is
 -- visible from its enqueue time (ADR 12). The NOTIFY is delivered at commit, so a
 -- rolled-back enqueue wakes nobody; identical notifications in one transaction
--- collapse into one.
+-- collapse into one. An expiry is a time, or an interval from the enqueue time
+-- (ADR 0135); neither: NULL, never.
 WITH input AS (
     SELECT i.*, clock_timestamp() AS enqueued_at
     FROM unnest(
         %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
         %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[],
-        %(fair_keys)s::text[]
-    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, fair_key)
+        %(fair_keys)s::text[], %(expires_ins)s::interval[], %(expires_ats)s::timestamptz[]
+    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, fair_key, expires_in, expires_at)
 ), inserted AS (
     INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
-                                 fair_key)
+                                 fair_key, expires_at)
     SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at,
-           coalesce(eta, enqueued_at + delay), dedup_key, fair_key
+           coalesce(eta, enqueued_at + delay), dedup_key, fair_key,
+           coalesce(expires_at, enqueued_at + expires_in)
     FROM input
     RETURNING 1
 )
@@ -43,10 +45,11 @@ SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 -- function), and the NOTIFY waits for the commit as in enqueue_jobs. Closer to a
 -- plain INSERT than a CTE that counts the inserted rows (ADR 0132, bench/README.md).
 INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
-                             fair_key)
+                             fair_key, expires_at)
 SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
        coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
-       %(fair_key)s
+       %(fair_key)s,
+       coalesce(%(expires_at)s::timestamptz, enqueued_at + %(expires_in)s::interval)
 FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
 
 -- name: copy_jobs :copy
@@ -54,19 +57,22 @@ FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wa
 -- beats the unnest insert (bench/README.md). The adapter sends created_at as the
 -- database's clock_timestamp() read in the same transaction plus one microsecond
 -- per row (FIFO within the batch, like enqueue_jobs), and visible_at as eta or
--- created_at + delay (ADR 12). Binary, since psycopg formats a binary row faster
+-- created_at + delay (ADR 12), and expires_at as given or created_at + the
+-- interval (ADR 0135). Binary, since psycopg formats a binary row faster
 -- than a text one (bench/README.md); the types in the adapter's _COPY_TYPES.
-COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, fair_key)
+COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, fair_key,
+                      expires_at)
 FROM STDIN (FORMAT BINARY)
 
 -- name: enqueue_job_with_headers :exec
 -- enqueue_job with the trace headers of an instrumented enqueue (ADR 0127); a
 -- statement of its own so the uninstrumented path sends nothing more.
 INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
-                             headers, fair_key)
+                             headers, fair_key, expires_at)
 SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at,
        coalesce(%(eta)s::timestamptz, enqueued_at + %(delay)s::interval), %(dedup_key)s,
-       %(headers)s::jsonb, %(fair_key)s
+       %(headers)s::jsonb, %(fair_key)s,
+       coalesce(%(expires_at)s::timestamptz, enqueued_at + %(expires_in)s::interval)
 FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
 
 -- name: enqueue_jobs_with_headers :exec
@@ -76,13 +82,16 @@ WITH input AS (
     FROM unnest(
         %(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[], %(priorities)s::smallint[],
         %(delays)s::interval[], %(etas)s::timestamptz[], %(dedup_keys)s::text[],
-        %(headers)s::text[], %(fair_keys)s::text[]
-    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, headers, fair_key)
+        %(headers)s::text[], %(fair_keys)s::text[], %(expires_ins)s::interval[],
+        %(expires_ats)s::timestamptz[]
+    ) AS i(id, kind, payload, priority, delay, eta, dedup_key, headers, fair_key, expires_in,
+           expires_at)
 ), inserted AS (
     INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key,
-                                 headers, fair_key)
+                                 headers, fair_key, expires_at)
     SELECT id, kind, payload::jsonb, priority, 'pending', enqueued_at,
-           coalesce(eta, enqueued_at + delay), dedup_key, headers::jsonb, fair_key
+           coalesce(eta, enqueued_at + delay), dedup_key, headers::jsonb, fair_key,
+           coalesce(expires_at, enqueued_at + expires_in)
     FROM input
     RETURNING 1
 )
@@ -91,7 +100,7 @@ SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 -- name: copy_jobs_with_headers :copy
 -- copy_jobs with the trace headers of an instrumented enqueue (ADR 0127).
 COPY {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at, dedup_key, headers,
-                      fair_key)
+                      fair_key, expires_at)
 FROM STDIN (FORMAT BINARY)
 
 -- name: notify_wakeup :exec
@@ -118,10 +127,18 @@ FOR UPDATE
 -- name: merge_into_sibling :exec
 -- The survivor keeps id, created_at and visible_at; it takes the new payload
 -- (replace/combine) and the higher tier; the journal records the merge (ADR 10).
+-- Whatever the decision it takes the later of the two expiries, none (NULL, as
+-- infinity here) being the latest, so the absorbed call is served for as long
+-- as it asked (ADR 0135).
 WITH merged AS (
     UPDATE {{prefix}}_jobs
     SET payload = coalesce(%(payload)s::jsonb, payload),
-        priority = least(priority, %(priority)s::smallint)
+        priority = least(priority, %(priority)s::smallint),
+        expires_at = nullif(greatest(
+            coalesce(expires_at, 'infinity'),
+            coalesce(%(expires_at)s::timestamptz, clock_timestamp() + %(expires_in)s::interval,
+                     'infinity')
+        ), 'infinity')
     WHERE id = %(id)s
     RETURNING id, kind, run_count
 )
@@ -171,7 +188,10 @@ LIMIT 1
 -- run_count is the claim's fence (ADR 19). kind_limit bounds each probe: the
 -- claim's LIMIT, or less for a kind limited across workers (ADR 0128). The
 -- kinds come as one JSON array of objects, not four arrays: psycopg dumps
--- arrays element by element in Python (bench/README.md).
+-- arrays element by element in Python (bench/README.md). is_expired: the row's
+-- expiry is past, or comes before it is visible (a positive horizon), so the
+-- worker ends it dead without running it (ADR 0135); computed on the claimed
+-- rows only, so the scans are those of a claim without expiries.
 WITH picked AS (
     SELECT c.id
     FROM json_to_recordset(%(kinds)s::json) AS k(
@@ -203,7 +223,8 @@ SET status = 'claimed',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
-          j.created_at, j.claim_expires_at, j.headers, j.workflow_id
+          j.created_at, j.claim_expires_at, j.headers, j.workflow_id,
+          j.expires_at IS NOT NULL AND j.expires_at <= greatest(j.visible_at, now()) AS is_expired
 
 -- name: lock_claim_limits :exec
 -- The first statement of a limited claim (ADR 0128): creates the limited kinds'
@@ -257,8 +278,8 @@ WHERE l.kind = a.kind
 -- get when every other turn takes one); the jobs are taken by (tier, rank
 -- within their key, turn), so with fewer keys than `limit` the keys share the
 -- claim in turn, and the rows come back in that order. The cursor moves to the
--- key of the last job taken. run_count is the claim's fence (ADR 19), as in
--- claim_jobs.
+-- key of the last job taken. run_count is the claim's fence (ADR 19), and
+-- is_expired the expiry test (ADR 0135), as in claim_jobs.
 WITH RECURSIVE after_key AS (
     SELECT coalesce(
         (SELECT c.fair_key FROM {{prefix}}_fair_cursors AS c WHERE c.kind = %(kind)s), ''
@@ -358,7 +379,9 @@ WITH RECURSIVE after_key AS (
     WHERE j.id = chosen.id
     RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
               j.created_at, j.claim_expires_at, j.headers, j.workflow_id, j.fair_key,
-              chosen.tier, chosen.rank, chosen.step
+              chosen.tier, chosen.rank, chosen.step,
+              j.expires_at IS NOT NULL
+                  AND j.expires_at <= greatest(j.visible_at, now()) AS is_expired
 ), moved AS (
     INSERT INTO {{prefix}}_fair_cursors AS f (kind, fair_key)
     SELECT %(kind)s, c.fair_key
@@ -368,7 +391,7 @@ WITH RECURSIVE after_key AS (
     ON CONFLICT (kind) DO UPDATE SET fair_key = excluded.fair_key
 )
 SELECT id, kind, payload, carry, priority, failure_count, run_count, created_at,
-       claim_expires_at, headers, workflow_id
+       claim_expires_at, headers, workflow_id, is_expired
 FROM claimed
 ORDER BY tier, rank, step
 
@@ -859,12 +882,13 @@ ORDER BY t.kind, t.minute
 
 -- name: retry_job :one
 -- Operator retry of a dead job: pending, visible now, a fresh failure budget,
--- and no cancellation request left over from a cancelled run (ADR 0121). For a
--- workflow step, resume_dependants then revives the steps it had ended (ADR 0125).
+-- no cancellation request left over from a cancelled run (ADR 0121), and no
+-- expiry, so an expired job runs (ADR 0135). For a workflow step,
+-- resume_dependants then revives the steps it had ended (ADR 0125).
 WITH retried AS (
     UPDATE {{prefix}}_jobs
     SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0,
-        cancel_requested_at = NULL
+        cancel_requested_at = NULL, expires_at = NULL
     WHERE id = %(id)s AND status = 'dead'
     RETURNING *
 ), entry AS (
@@ -912,7 +936,8 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 ), retried AS (
     UPDATE {{prefix}}_jobs AS j
-    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0
+    SET status = 'pending', visible_at = now(), finished_at = NULL, failure_count = 0,
+        expires_at = NULL
     FROM picked
     WHERE j.id = picked.id AND j.status = 'dead'
     RETURNING j.id, j.kind, j.run_count, j.workflow_id
@@ -1318,6 +1343,7 @@ SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.hea
        j.workflow_id, (SELECT d.result FROM {{prefix}}_edges AS d LIMIT 1) AS edge_result,
        (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited,
        j.fair_key,
-       (SELECT f.fair_key FROM {{prefix}}_fair_cursors AS f LIMIT 1) AS fair_cursor
+       (SELECT f.fair_key FROM {{prefix}}_fair_cursors AS f LIMIT 1) AS fair_cursor,
+       j.expires_at
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false

@@ -22,6 +22,8 @@ payload no longer fits the signature    ``dead``, note says so (code changed)
 carry no longer fits ``carry=``         ``dead``, note says so
 carry or attachment that is not JSON    a failure, note = the ``InvalidPayload``
 ``ctx.raise_if_cancelled()``            ``dead``, note ``cancelled``, no failure
+claimed after its expiry (ADR 0135)     ``dead``, note ``expired``, no failure;
+                                        the handler is never called
 a run longer than the task's            ``retried`` (``dead`` at the backstop),
 ``time_limit``                          note ``time limit exceeded``, whatever
                                         the handler returned
@@ -85,6 +87,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCELLED_NOTE",
+    "EXPIRED_NOTE",
     "MAX_TRACEBACK_CHARS",
     "TIME_LIMIT_NOTE",
     "Execution",
@@ -113,6 +116,7 @@ _LOGGED_NOTE_CHARS = 300
 MAX_TRACEBACK_CHARS = 16_000
 TIME_LIMIT_NOTE = "time limit exceeded"
 CANCELLED_NOTE = "cancelled"
+EXPIRED_NOTE = "expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +151,7 @@ def execute(
     a running event loop that is impossible and ``ConfigurationError`` is
     raised before the handler starts (await ``aexecute`` there, ADR 0126).
     """
-    if task.is_async:
+    if task.is_async and not job.is_expired:
         return _run_on_own_loop(task, job, cancelled)
     started = time.monotonic()
     begun = _begin(task, job, cancelled, started)
@@ -222,8 +226,10 @@ def _run_on_own_loop(
 def _begin(
     task: Task[Any, Any], job: ClaimedJob, cancelled: Callable[[], bool] | None, started: float
 ) -> tuple[Context, Callable[[], Any]] | Execution:
-    """The run's context and its bound handler, or the ``dead`` run whose stored
-    payload or carry no longer fits the code (checked before the handler runs)."""
+    """The run's context and its bound handler, or the ``dead`` run that does not
+    start: expired, or whose stored payload or carry no longer fits the code."""
+    if job.is_expired:
+        return _done(job, Outcome(OutcomeKind.DEAD, note=EXPIRED_NOTE), started, None)
     try:
         carry = task.binding.decode_carry(job.carry)
     except Exception as exc:
