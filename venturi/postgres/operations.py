@@ -7,7 +7,6 @@ behind stats and the dashboard.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -44,7 +43,7 @@ class OperatorVerbs(Store):
                 return None
             timeline = self._queries.job_timeline.many(conn, id=job_id)
             # The expiry is read back here, for one job (ADR 0135), not by every listing.
-            job = replace(job_row(row), expires_at=row["expires_at"])
+            job = job_row(row)
             return JobDetail(job, tuple(_journal_entry(e) for e in timeline))
 
         return self._run(read)

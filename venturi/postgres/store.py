@@ -104,4 +104,5 @@ def job_row(row: Mapping[str, Any]) -> JobRow:
         carry=row["carry"],
         dedup_key=row["dedup_key"],
         cancel_requested_at=row["cancel_requested_at"],
+        expires_at=row["expires_at"],
     )
