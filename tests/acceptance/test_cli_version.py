@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_version_prints_the_installed_distributions_version(venturi_cli: Run) -> None:
-    assert succeeded(venturi_cli("--version")) == f"venturi {importlib.metadata.version('venturi')}\n"
+    version = importlib.metadata.version("venturi")
+    assert succeeded(venturi_cli("--version")) == f"venturi {version}\n"
 
 
 def test_the_changelog_has_an_unreleased_section_in_keep_a_changelog_form() -> None:
