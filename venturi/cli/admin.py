@@ -33,6 +33,7 @@ from venturi.cli.common import (
     write_json,
     write_lines,
 )
+from venturi.serialization import is_storable_text
 from venturi.types import AppliedMigration, Stats, Status, WorkerInfo, Workflow
 
 __all__ = ["add_cleanup", "add_migrate", "add_stats", "add_workers", "add_workflows"]
@@ -138,10 +139,26 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
 
 def add_stats(commands: Commands) -> None:
     stats = add_command(commands, "stats", "job counts per kind and status", _cmd_stats)
+    stats.add_argument(
+        "--backlog",
+        action="store_true",
+        help="print one integer, the due pending jobs (for autoscalers such as KEDA)",
+    )
+    stats.add_argument("--kind", metavar="KIND", help="with --backlog: only this kind's jobs")
     add_json_option(stats)
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
+    if args.kind is not None and not args.backlog:
+        raise UsageError("--kind needs --backlog")
+    if args.kind is not None and not is_storable_text(args.kind):
+        raise UsageError(f"--kind {args.kind!r} is not text PostgreSQL can hold")
+    if args.backlog:
+        if args.json:
+            raise UsageError("--backlog prints one integer: it takes no --json")
+        with closing(open_app(args)) as app:
+            write_lines([str(app.backend.backlog(args.kind))])
+        return EXIT_OK
     with closing(open_app(args)) as app:
         stats = app.stats()
         unserved = app.unserved_kinds()
