@@ -415,6 +415,15 @@ class Operator(Protocol):
         """Completed and dead jobs per kind and minute, from ``window`` before this minute."""
         ...
 
+    def backlog(self, kind: str | None) -> int:
+        """Due pending jobs (``visible_at <= now()``), of ``kind`` when given (ADR 0136)."""
+        ...
+
+    def pending_migrations(self) -> tuple[list[AppliedMigration], str]:
+        """What ``migrate`` would apply now, in order, and the SQL it would run for it;
+        applies nothing. Raises as ``migrate`` does before applying (ADR 0136)."""
+        ...
+
     def retry_job(self, job_id: str) -> JobRow:
         """``dead`` -> ``pending``, visible now, failures reset, cancellation request
         and expiry cleared (ADR 0135), journal ``retried``.

@@ -1,7 +1,8 @@
 """The Operator role (venturi/backend.py): ``retry_job`` and ``cancel_job`` (a claimed
 job's cancellation request too), ``cleanup``, and reading rows back: ``get_job``,
-``list_jobs``, ``list_job_summaries`` (last notes), ``stats`` (ADR 5, 18, 0105, 0121);
-an operator's retry clears an expiry (ADR 0135)."""
+``list_jobs``, ``list_job_summaries`` (last notes), ``stats``, ``backlog`` and
+``pending_migrations`` (ADR 5, 18, 0105, 0121, 0136); an operator's retry clears an
+expiry (ADR 0135)."""
 
 from __future__ import annotations
 
@@ -347,6 +348,33 @@ def test_stats_count_per_kind_and_status_with_scheduled_and_the_oldest_eligible_
     age = stats["contract.a"].oldest_eligible_age
     assert age is not None and timedelta(0) <= age < timedelta(minutes=1)
     assert stats["contract.b"].oldest_eligible_age is None
+
+
+# -- backlog and pending_migrations (ADR 0136) ----------------------------------------
+
+
+def test_the_backlog_counts_due_pending_jobs_of_every_kind_or_of_one(
+    backend: Backend, claim_all: ClaimAll
+) -> None:
+    assert backend.backlog(None) == 0
+    backend.enqueue([new_job("contract.a")])
+    claim_all(["contract.a"])  # claimed: no longer waiting
+    backend.enqueue([new_job("contract.a"), new_job("contract.a"), new_job("contract.b")])
+    backend.enqueue([new_job("contract.b", delay=timedelta(hours=1))])  # not due yet
+    ended(backend, claim_all, OutcomeKind.COMPLETED)
+
+    assert backend.backlog(None) == 3
+    assert (backend.backlog("contract.a"), backend.backlog("contract.b")) == (2, 1)
+    assert backend.backlog("contract.none") == 0
+
+
+def test_a_migrated_prefix_has_no_pending_migrations_and_a_script_that_applies_none(
+    backend: Backend,
+) -> None:
+    pending, script = backend.pending_migrations()
+
+    assert pending == []
+    assert "BEGIN;" not in script
 
 
 # -- list_job_summaries ----------------------------------------------------------------

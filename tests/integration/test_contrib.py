@@ -29,8 +29,16 @@ from venturi.contrib.asgi import worker_lifespan
 from venturi.errors import ConfigurationError
 
 CONTRIB = Path(__file__).resolve().parents[2] / "venturi" / "contrib"
-#: The public modules (STYLE); ``venturi.logs`` for its formatters and show_in_server.
-PUBLIC = {"venturi", "venturi.errors", "venturi.testing", "venturi.events", "venturi.logs"}
+#: The public modules (STYLE); ``venturi.logs`` for its formatters and show_in_server,
+#: ``venturi.health`` for the liveness and readiness checks (ADR 0136).
+PUBLIC = {
+    "venturi",
+    "venturi.errors",
+    "venturi.testing",
+    "venturi.events",
+    "venturi.logs",
+    "venturi.health",
+}
 
 
 def test_contrib_modules_import_only_the_public_api() -> None:

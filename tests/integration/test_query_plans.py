@@ -801,6 +801,20 @@ def test_stats_reads_the_jobs_table_in_one_pass(planner: Planner) -> None:
     assert len(plan.table_reads(planner.jobs)) == 1, plan.text
 
 
+@pytest.mark.parametrize("kind", [None, "crm.sync"], ids=["every-kind", "one-kind"])
+def test_the_backlog_counts_due_pending_rows_from_a_pending_index_never_the_table(
+    planner: Planner, kind: str | None
+) -> None:
+    """ADR 0136: an autoscaler polls it every few seconds, at any backlog."""
+    plan = planner.explain("backlog", kind=kind)
+    pending_indexes = ("_jobs_claim", "_jobs_claim_priority", "_jobs_visible")
+    scans = [n for s in pending_indexes for n in plan.index_scans(planner.index(s))]
+    assert scans, plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+    if kind is not None:
+        assert all("kind" in (n.get("Index Cond") or "") for n in scans), plan.text
+
+
 # -- dashboard (ADR 0117) ----------------------------------------------------------------------
 
 

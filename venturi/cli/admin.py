@@ -8,14 +8,17 @@ lists the commands.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from contextlib import closing
 from datetime import timedelta
 from typing import Any
 
 from venturi.cli.common import (
+    EXIT_FAILURE,
     EXIT_OK,
     Commands,
+    UsageError,
     add_command,
     add_json_option,
     duration_argument,
@@ -30,7 +33,8 @@ from venturi.cli.common import (
     write_json,
     write_lines,
 )
-from venturi.types import Stats, Status, WorkerInfo, Workflow
+from venturi.serialization import is_storable_text
+from venturi.types import AppliedMigration, Stats, Status, WorkerInfo, Workflow
 
 __all__ = ["add_cleanup", "add_migrate", "add_stats", "add_workers", "add_workflows"]
 
@@ -40,12 +44,34 @@ __all__ = ["add_cleanup", "add_migrate", "add_stats", "add_workers", "add_workfl
 
 def add_migrate(commands: Commands) -> None:
     migrate = add_command(commands, "migrate", "apply pending schema migrations", _cmd_migrate)
+    review = migrate.add_mutually_exclusive_group()
+    review.add_argument(
+        "--sql",
+        action="store_true",
+        help="print the SQL migrate would run for the pending migrations; apply nothing",
+    )
+    review.add_argument(
+        "--check",
+        action="store_true",
+        help="apply nothing; exit status 1 while migrations are pending, 0 when current",
+    )
     add_json_option(migrate)
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
+    """``venturi migrate``; ``--sql`` and ``--check`` only read the history (ADR 0136)."""
+    if args.sql and args.json:
+        raise UsageError("--sql prints SQL: it takes no --json")
     with closing(open_app(args)) as app:
-        applied = app.migrate()
+        if args.sql or args.check:
+            pending, script = app.backend.pending_migrations()
+        else:
+            applied = app.migrate()
+    if args.sql:
+        sys.stdout.write(script)
+        return EXIT_OK
+    if args.check:
+        return _report_pending(pending, as_json=args.json)
     if args.json:
         write_json({"applied": [{"version": m.version, "name": m.name} for m in applied]})
     elif applied:
@@ -53,6 +79,18 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     else:
         write_lines(["schema is up to date"])
     return EXIT_OK
+
+
+def _report_pending(pending: Sequence[AppliedMigration], *, as_json: bool) -> int:
+    if as_json:
+        write_json({"pending": [{"version": m.version, "name": m.name} for m in pending]})
+    elif pending:
+        names = ", ".join(f"V{m.version}__{m.name}" for m in pending)
+        noun = "migration" if len(pending) == 1 else "migrations"
+        write_lines([f"{len(pending)} pending {noun}: {names}"])
+    else:
+        write_lines(["schema is up to date"])
+    return EXIT_FAILURE if pending else EXIT_OK
 
 
 # ------------------------------------------------------------------- cleanup
@@ -101,10 +139,26 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
 
 def add_stats(commands: Commands) -> None:
     stats = add_command(commands, "stats", "job counts per kind and status", _cmd_stats)
+    stats.add_argument(
+        "--backlog",
+        action="store_true",
+        help="print one integer, the due pending jobs (for autoscalers such as KEDA)",
+    )
+    stats.add_argument("--kind", metavar="KIND", help="with --backlog: only this kind's jobs")
     add_json_option(stats)
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
+    if args.kind is not None and not args.backlog:
+        raise UsageError("--kind needs --backlog")
+    if args.kind is not None and not is_storable_text(args.kind):
+        raise UsageError(f"--kind {args.kind!r} is not text PostgreSQL can hold")
+    if args.backlog:
+        if args.json:
+            raise UsageError("--backlog prints one integer: it takes no --json")
+        with closing(open_app(args)) as app:
+            write_lines([str(app.backend.backlog(args.kind))])
+        return EXIT_OK
     with closing(open_app(args)) as app:
         stats = app.stats()
         unserved = app.unserved_kinds()

@@ -15,7 +15,8 @@ import os
 import secrets
 import signal
 import threading
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from venturi.cli.common import (
@@ -33,6 +34,7 @@ from venturi.cli.common import (
     seconds_argument,
     write_lines,
 )
+from venturi.health import DEFAULT_HOST, HealthServer, readiness
 
 if TYPE_CHECKING:
     from venturi.app import App
@@ -106,6 +108,7 @@ def add_worker(commands: Commands) -> None:
         help="serve this worker's run metrics on http://0.0.0.0:N/metrics "
         "(needs venturi[prometheus]; queue gauges: `venturi metrics`)",
     )
+    _add_health_options(worker)
 
 
 def _kinds_argument(text: str) -> list[str]:
@@ -132,7 +135,7 @@ def _prefetch_argument(text: str) -> int:
 def _cmd_worker(args: argparse.Namespace) -> int:
     from venturi.worker import Worker
 
-    with closing(open_app(args)) as app:
+    with closing(open_app(args)) as app, _serving_health(app, args):
         if not app.tasks():
             raise UsageError("no tasks to run: pass --app module:attribute to load your tasks")
         if args.metrics_port is not None:
@@ -161,16 +164,56 @@ def add_beat(commands: Commands) -> None:
         commands, "beat", "run the periodic scheduler (one active per prefix)", _cmd_beat
     )
     add_log_options(beat)
+    _add_health_options(beat)
 
 
 def _cmd_beat(args: argparse.Namespace) -> int:
     from venturi.beat import Beat
 
-    with closing(open_app(args)) as app:
+    with closing(open_app(args)) as app, _serving_health(app, args):
         if not app.schedules():
             raise UsageError("no schedules to run: pass --app module:attribute to load your tasks")
         Beat(app).run()
     return EXIT_OK
+
+
+# -------------------------------------------------------------------- health
+
+
+def _add_health_options(parser: argparse.ArgumentParser) -> None:
+    """``--health-port`` and ``--health-host`` of ``worker`` and ``beat`` (ADR 0136)."""
+    parser.add_argument(
+        "--health-port",
+        type=port_argument,
+        default=None,
+        metavar="N",
+        help="serve GET /healthz (the loops run) and GET /readyz (the database answers, "
+        "the schema is current) on port N, for liveness and readiness probes",
+    )
+    parser.add_argument(
+        "--health-host",
+        default=DEFAULT_HOST,
+        metavar="HOST",
+        help=f"address the health checks bind (default: {DEFAULT_HOST}, where a kubelet "
+        "probes the pod)",
+    )
+
+
+@contextmanager
+def _serving_health(app: App, args: argparse.Namespace) -> Iterator[None]:
+    """The health server for as long as the service runs; bound before it starts,
+    so a port in use fails the command at once."""
+    if args.health_port is None:
+        yield
+        return
+    server = HealthServer(
+        lambda: readiness(app.check_schema), port=args.health_port, host=args.health_host
+    )
+    server.start()
+    try:
+        yield
+    finally:
+        server.stop()
 
 
 # ------------------------------------------------------------------ embedded

@@ -20,20 +20,27 @@ left last, so what it sets up (migrations, clients the handlers use) exists
 before the worker claims anything and outlives the worker's last job. Whatever
 state it yields is passed through to the framework. Needs no dependency: a
 lifespan is a plain async context manager factory.
+
+``health_app(app)`` is a plain ASGI app answering ``GET .../healthz`` and ``GET
+.../readyz`` with the checks of ``venturi.health`` (what ``venturi worker
+--health-port`` serves), to mount where the probes look::
+
+    api.mount("/venturi", health_app(app))   # /venturi/healthz, /venturi/readyz
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Generic, TypeVar, cast, overload
 
 from venturi import App, Worker
+from venturi.health import liveness, readiness, respond
 from venturi.logs import show_in_server
 
-__all__ = ["Lifespan", "WorkerLifespan", "worker_lifespan"]
+__all__ = ["ASGIApp", "Lifespan", "WorkerLifespan", "health_app", "worker_lifespan"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +49,16 @@ S = TypeVar("S", bound="Mapping[str, Any] | None")
 
 #: What Starlette and FastAPI accept as ``lifespan=``: called with the ASGI app.
 Lifespan = Callable[[Any], AbstractAsyncContextManager[S]]
+
+#: An ASGI 3 application: ``(scope, receive, send)``.
+ASGIApp = Callable[
+    [
+        MutableMapping[str, Any],
+        Callable[[], Awaitable[MutableMapping[str, Any]]],
+        Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ],
+    Awaitable[None],
+]
 
 
 class WorkerLifespan(Generic[S]):
@@ -137,3 +154,36 @@ def worker_lifespan(
     return WorkerLifespan(
         app, lifespan=lifespan, grace=grace, close_app=close_app, **worker_options
     )
+
+
+def health_app(app: App) -> ASGIApp:
+    """An ASGI app serving ``GET`` paths ending ``/healthz`` (this process's loops run)
+    and ``/readyz`` (``app``'s database answers, its schema is current): 200 or 503
+    with a one-line reason, 404 for other paths, 405 for other methods (ADR 0136).
+    The readiness check runs in a thread: it opens a connection."""
+
+    def ready() -> tuple[bool, str]:
+        return readiness(app.check_schema)
+
+    async def serve(
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            status, body = 405, "method not allowed\n"
+        else:
+            answer = await asyncio.to_thread(respond, scope["path"], liveness, ready)
+            status, body = answer if answer is not None else (404, "not found\n")
+        data = body.encode("utf-8")
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(data)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        is_head = scope["method"] == "HEAD"
+        await send({"type": "http.response.body", "body": b"" if is_head else data})
+
+    return serve

@@ -20,6 +20,11 @@ starts it at once where that is wanted (a gunicorn ``post_fork`` hook).
 request's psycopg connection (wherever the app keeps it, e.g. ``g.db``);
 ``delay`` / ``apply_async`` / ``delay_many`` here pass it as ``connection=``,
 so the job exists exactly when the request's transaction commits.
+
+**Health checks.** ``health_blueprint(app)`` answers ``GET /healthz`` and ``GET
+/readyz`` with the checks of ``venturi.health`` (what ``venturi worker
+--health-port`` serves): ``flask_app.register_blueprint(health_blueprint(app),
+url_prefix="/venturi")``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import flask
 from venturi import App, JobRef, Task, Worker
 from venturi.contrib.server_worker import ServerWorker
 from venturi.errors import ConfigurationError
+from venturi.health import liveness, readiness, respond
 
 __all__ = [
     "EXTENSION",
@@ -40,6 +46,7 @@ __all__ = [
     "delay",
     "delay_many",
     "extension",
+    "health_blueprint",
     "init_app",
 ]
 
@@ -148,3 +155,18 @@ def delay_many(
 ) -> list[JobRef]:
     """``task.delay_many(...)`` inside the request's transaction (all or nothing with it)."""
     return task.delay_many(items, connection=extension().request_connection(), **options)
+
+
+def health_blueprint(app: App, name: str = "venturi_health") -> flask.Blueprint:
+    """``GET /healthz`` (this process's loops run) and ``GET /readyz`` (``app``'s
+    database answers, its schema is current): 200 or 503 with a one-line reason."""
+    blueprint = flask.Blueprint(name, __name__)
+
+    def check() -> flask.Response:
+        answer = respond(flask.request.path, liveness, lambda: readiness(app.check_schema))
+        status, body = answer if answer is not None else (404, "not found\n")
+        return flask.Response(body, status=status, mimetype="text/plain")
+
+    blueprint.add_url_rule("/healthz", "healthz", check)
+    blueprint.add_url_rule("/readyz", "readyz", check)
+    return blueprint

@@ -6,6 +6,10 @@ apply each version exactly once. A per-prefix history table records version,
 name, checksum and time. An applied file whose checksum changed, or a
 database that knows versions this code does not, stops the run with a clear
 error before anything else is applied.
+
+``Migrator.pending`` and ``script`` say the same without applying anything:
+the files ``migrate`` would apply now and, for ``venturi migrate --sql``, the
+SQL it would run for them, statement for statement (ADR 0136).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ CREATE TABLE IF NOT EXISTS {{prefix}}_migrations (
 )"""
 _SELECT_HISTORY = "SELECT version, name, checksum FROM {{prefix}}_migrations ORDER BY version"
 _INSERT_HISTORY = "INSERT INTO {{prefix}}_migrations (version, name, checksum) VALUES (%s, %s, %s)"
+_HAS_HISTORY = "SELECT to_regclass('{{prefix}}_migrations') IS NOT NULL"
+_LOCK = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
+_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 
 _FILE_NAME = re.compile(r"^V(?P<version>[1-9][0-9]*)__(?P<name>[a-z0-9_]+)\.sql$")
 
@@ -92,7 +99,7 @@ class Migrator:
     def migrate(self, conn: psycopg.Connection[Any]) -> list[AppliedMigration]:
         """Apply what is missing on ``conn`` (an autocommit connection of its own)."""
         lock_name = self._prefix.lock_name("migrate")
-        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock_name,))
+        conn.execute(_LOCK, (lock_name,))
         try:
             return self._migrate_locked(conn)
         except psycopg.errors.InsufficientPrivilege as exc:
@@ -102,14 +109,51 @@ class Migrator:
                 "docs/operations/least-privilege.md"
             ) from exc
         finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock_name,))
+            conn.execute(_UNLOCK, (lock_name,))
 
-    def _migrate_locked(self, conn: psycopg.Connection[Any]) -> list[AppliedMigration]:
+    def pending(self, conn: psycopg.Connection[Any]) -> list[MigrationFile]:
+        """The files ``migrate`` would apply on ``conn`` now, in order; changes nothing.
+
+        Raises ``DatabaseAhead`` or ``ChecksumMismatch`` as ``migrate`` would.
+        """
+        has_history = conn.execute(self._prefix.substitute(_HAS_HISTORY)).fetchone()
+        return self._unapplied(conn) if has_history and has_history[0] else self._migrations
+
+    def script(self, pending: list[MigrationFile]) -> str:
+        """The SQL ``migrate`` runs to apply ``pending``, prefix substituted, in order.
+
+        Statement for statement what ``migrate`` sends, its read of the history
+        left out: the advisory lock, the history table, then each file in a
+        transaction of its own with its history row, then the unlock. Values
+        ``migrate`` sends as parameters are written as literals.
+        """
         sql = self._prefix.substitute
-        conn.execute(sql(_CREATE_HISTORY))
+        lock = _literal(self._prefix.lock_name("migrate"))
+        versions = ", ".join(f"V{m.version}" for m in pending) or "none"
+        parts = [
+            f"-- venturi migrate --sql: prefix {self._prefix.value}, pending: {versions}",
+            f"{_LOCK % lock};",
+            f"{sql(_CREATE_HISTORY).strip()};",
+        ]
+        for m in pending:
+            row = (str(m.version), _literal(m.name), _literal(m.checksum))
+            parts += [
+                f"-- V{m.version}__{m.name}",
+                "BEGIN;",
+                _terminated(sql(m.template)),
+                f"{sql(_INSERT_HISTORY) % row};",
+                "COMMIT;",
+            ]
+        parts.append(f"{_UNLOCK % lock};")
+        return "\n".join(parts) + "\n"
+
+    def _unapplied(self, conn: psycopg.Connection[Any]) -> list[MigrationFile]:
+        """The files the history table does not list, after checking the ones it does."""
         applied = {
             int(version): (str(name), str(checksum))
-            for version, name, checksum in conn.execute(sql(_SELECT_HISTORY)).fetchall()
+            for version, name, checksum in conn.execute(
+                self._prefix.substitute(_SELECT_HISTORY)
+            ).fetchall()
         }
         known = {m.version: m for m in self._migrations}
         if applied and max(applied) > max(known, default=0):
@@ -117,11 +161,12 @@ class Migrator:
         for version, (name, checksum) in applied.items():
             if known[version].checksum != checksum:
                 raise ChecksumMismatch(version, name)
+        return [m for m in self._migrations if m.version not in applied]
 
+    def _migrate_locked(self, conn: psycopg.Connection[Any]) -> list[AppliedMigration]:
+        conn.execute(self._prefix.substitute(_CREATE_HISTORY))
         done: list[AppliedMigration] = []
-        for migration in self._migrations:
-            if migration.version in applied:
-                continue
+        for migration in self._unapplied(conn):
             try:
                 self._apply(conn, migration)
             except psycopg.OperationalError:
@@ -147,3 +192,14 @@ class Migrator:
                 self._prefix.substitute(_INSERT_HISTORY),
                 (migration.version, migration.name, migration.checksum),
             )
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (standard_conforming_strings, the default)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _terminated(statements: str) -> str:
+    """A file's SQL ending in a semicolon, so the next statement starts afresh."""
+    body = statements.rstrip()
+    return body if body.endswith(";") else f"{body}\n;"

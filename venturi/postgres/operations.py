@@ -1,7 +1,8 @@
 """The Operator role on PostgreSQL: read jobs back, retry, cancel and clean them up.
 
 Retry and cancel act on one job or on a filter; the reads include the counts
-behind stats and the dashboard.
+behind stats and the dashboard, the backlog for external scalers and the
+migrations a DBA reviews before ``migrate`` (ADR 0136).
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from datetime import timedelta
 from typing import Any
 
 from venturi.errors import InvalidState, JobNotFound
+from venturi.postgres.migrator import Migrator
 from venturi.postgres.queries import Query
 from venturi.postgres.sessions import Connection
 from venturi.postgres.store import Store, job_row
 from venturi.types import (
+    AppliedMigration,
     Cursor,
     JobDetail,
     JobRow,
@@ -132,6 +135,15 @@ class OperatorVerbs(Store):
             if r["kind"] is not None
         )
         return Throughput(rows[0]["current_minute"], minutes)
+
+    def backlog(self, kind: str | None) -> int:
+        row = self._run(lambda conn: self._queries.backlog.one(conn, kind=kind))
+        return int(row["backlog"]) if row is not None else 0
+
+    def pending_migrations(self) -> tuple[list[AppliedMigration], str]:
+        migrator = Migrator(self._prefix)
+        pending = self._run(migrator.pending)
+        return [AppliedMigration(m.version, m.name) for m in pending], migrator.script(pending)
 
     def retry_job(self, job_id: str) -> JobRow:
         def retry(conn: Connection) -> dict[str, Any] | None:

@@ -880,6 +880,15 @@ LEFT JOIN (
 ) AS t ON true
 ORDER BY t.kind, t.minute
 
+-- name: backlog :one
+-- Due pending jobs, for external scalers (`venturi stats --backlog`, KEDA's
+-- PostgreSQL scaler: docs/operations/keda.md runs this text with the kind filter
+-- left out). Counted from a partial index of pending rows, never the table.
+SELECT count(*) AS backlog
+FROM {{prefix}}_jobs
+WHERE status = 'pending' AND visible_at <= now()
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+
 -- name: retry_job :one
 -- Operator retry of a dead job: pending, visible now, a fresh failure budget,
 -- no cancellation request left over from a cancelled run (ADR 0121), and no

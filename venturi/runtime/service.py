@@ -19,6 +19,11 @@ bounded time for a database it cannot reach, then fails the same way.
 
 Threads are daemons so that a handler stuck past every deadline never keeps the
 process alive; ``join`` takes a deadline and reports overruns instead of hanging.
+
+Every loop started and not asked to stop is listed by ``running_loops``, and
+each says by when its next step is due (one clock read per step): a loop
+overdue, or whose thread ended without being asked to, is what a liveness
+probe reports (``venturi.health``, ADR 0136).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ __all__ = [
     "ServiceThread",
     "check_at_start",
     "run_until_signalled",
+    "running_loops",
 ]
 
 logger = logging.getLogger(__name__)
@@ -132,17 +138,34 @@ class ServiceThread:
         self._on_exit = on_exit
         self._backoff = Backoff()
         self._thread: threading.Thread | None = None
+        #: ``time.monotonic()`` by which the next step should start: set as each step returns.
+        self.next_step_by = 0.0
         # Built while run_until_signalled starts a service: report a permanent error to it.
         self._supervisor = _supervisor.get()
 
     def start(self) -> None:
         if self._thread is not None:
             return
+        self.next_step_by = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        with _running_lock:
+            _running.add(self)
         self._thread.start()
 
     def request_stop(self) -> None:
         self.stopping.set()
+        with _running_lock:
+            _running.discard(self)
+
+    def trouble(self, now: float, stall_after: float) -> str | None:
+        """Why this loop is not running as it should at ``now`` (``time.monotonic()``):
+        its thread ended unasked, or its step is ``stall_after`` seconds overdue."""
+        if self._thread is not None and not self._thread.is_alive():
+            return f"loop {self.name} has ended"
+        overdue = now - self.next_step_by
+        if overdue > stall_after:
+            return f"loop {self.name} has made no progress for {overdue:.0f} s"
+        return None
 
     def join(self, deadline: float) -> bool:
         """Wait for the thread until ``deadline`` (``time.monotonic()``); False if it overran."""
@@ -159,6 +182,7 @@ class ServiceThread:
         try:
             while not self.stopping.is_set():
                 delay = self._guarded_step()
+                self.next_step_by = time.monotonic() + delay
                 if delay > 0:
                     self.stopping.wait(delay)
         finally:
@@ -194,6 +218,17 @@ class ServiceThread:
             logger.info("%s: database reachable again", self.name)
             self._backoff.reset()
         return delay
+
+
+#: The loops started in this process and not asked to stop (``running_loops``).
+_running: set[ServiceThread] = set()
+_running_lock = threading.Lock()
+
+
+def running_loops() -> list[ServiceThread]:
+    """The loops of this process started and not asked to stop, by name."""
+    with _running_lock:
+        return sorted(_running, key=lambda loop: loop.name)
 
 
 def run_until_signalled(
