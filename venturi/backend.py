@@ -12,20 +12,17 @@ result waiters read outcomes (``Results``), workflows are written and read
 the App holds. ``queries.sql`` and the PostgreSQL adapter's modules follow the
 same roles in the same order.
 
-No SQL, rows, cursors or driver exceptions cross the boundary: a driver error
-comes out as ``BackendUnavailable``. The ``connection`` handle of ``enqueue``
-is typed ``object`` so this module never names psycopg; the PostgreSQL adapter
-documents which handles it accepts.
+No SQL, rows, cursors or driver exceptions cross the boundary. The
+``connection`` handle of ``enqueue`` is typed ``object`` so this module never
+names psycopg; the PostgreSQL adapter documents which handles it accepts.
 
 Every method that changes a claimed row takes the ``Claim`` and is fenced on it
 (``status='claimed'``, same ``claimed_by``, same ``run_count``; ADR 19): a
 worker that lost its lease can never overwrite a newer claim's outcome.
 
-Each member's docstring is its contract: what a second implementation must do
-for ``tests/contract/`` (run against every implementation, one module per
-role) to pass. Unless a member says otherwise, an unreachable store raises
-``BackendUnavailable`` and a prefix whose tables do not exist raises
-``SchemaMissing``.
+Each member's docstring is its contract, held by ``tests/contract/`` (one
+module per role). Unless it says otherwise, an unreachable store raises
+``BackendUnavailable``, a prefix without its tables ``SchemaMissing``.
 """
 
 from __future__ import annotations
