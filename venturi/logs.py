@@ -71,9 +71,7 @@ def show_in_server(level: int = logging.INFO) -> None:
     venturi = logging.getLogger("venturi")
     if venturi.hasHandlers():
         return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(TEXT_FORMAT))
-    venturi.addHandler(handler)
+    venturi.addHandler(_stderr_handler("text"))
     if venturi.getEffectiveLevel() > level:
         venturi.setLevel(level)
 
@@ -84,13 +82,18 @@ def configure(level: int | str, log_format: LogFormat = "text") -> None:
     Replaces the root logger's handlers, so calling it twice does not double
     the lines.
     """
+    root = logging.getLogger()
+    for old in root.handlers[:]:
+        root.removeHandler(old)
+    root.addHandler(_stderr_handler(log_format))
+    root.setLevel(level)
+
+
+def _stderr_handler(log_format: LogFormat) -> logging.Handler:
+    """A stderr handler writing ``venturi worker``'s text lines or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
-    root = logging.getLogger()
-    for old in root.handlers[:]:
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level)
+    return handler

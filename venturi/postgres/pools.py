@@ -252,10 +252,7 @@ class Pool:
             connect(self._url, self._connect_timeout).close()
         except BackendUnavailable as exc:
             return exc
-        waited = self._connect_timeout
-        return BackendUnavailable(
-            f"database unavailable: no pooled connection within {waited}s ({timeout})"
-        )
+        return _no_pooled_connection(self._connect_timeout, timeout)
 
     def close(self) -> None:
         if self._is_open:
@@ -266,6 +263,13 @@ class Pool:
             self._pool.close()
             self._is_open = False
             self._has_served = False
+
+
+def _no_pooled_connection(waited: float, timeout: PoolTimeout) -> BackendUnavailable:
+    """The error of a pool that timed out while the server itself accepted a session."""
+    return BackendUnavailable(
+        f"database unavailable: no pooled connection within {waited}s ({timeout})"
+    )
 
 
 def _is_live(conn: Connection) -> bool:
@@ -364,10 +368,7 @@ class AsyncPool:
             await (await aconnect(self._url, self._connect_timeout)).close()
         except BackendUnavailable as exc:
             return exc
-        waited = self._connect_timeout
-        return BackendUnavailable(
-            f"database unavailable: no pooled connection within {waited}s ({timeout})"
-        )
+        return _no_pooled_connection(self._connect_timeout, timeout)
 
     async def aclose(self) -> None:
         """Await the close of the running loop's pool; ``close`` closes the others."""
@@ -437,7 +438,6 @@ class _LoopPool:
             configure=self._track,
         )
         OWN_POOLS.watch(name)
-        self._close_timeout = connect_timeout
         self._is_open = False
         #: As ``Pool._has_served``.
         self._has_served = False
@@ -519,7 +519,7 @@ class _LoopPool:
         hot = self._hot.clear()
         if hot is not None:
             await self.pool.putconn(hot)
-        await self.pool.close(timeout=self._close_timeout)
+        await self.pool.close(timeout=self._connect_timeout)
 
     def close_sockets(self) -> None:
         """End every session of a pool whose loop is gone; libpq's ``finish`` needs no loop."""
