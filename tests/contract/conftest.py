@@ -1,7 +1,7 @@
 """The Backend conformance suite's fixtures: every test here runs once per implementation.
 
 As River's driver test suite does, the behaviour of the Backend protocol
-(venturi/backend.py, one contract per member; one test module per role) is written
+(venturi/backend/, one contract per member; one test module per role) is written
 once and run against each entry of ``backends.CASES``. Rows are checked with plain SQL (``db``)
 where the protocol has no reader for them, so an implementation under test
 stores into the test database's tables of the module's prefix.

@@ -1,4 +1,4 @@
-"""The Claims role (venturi/backend.py): ``claim`` (tier then age, kinds, limit,
+"""The Claims role (venturi/backend/): ``claim`` (tier then age, kinds, limit,
 horizon, floors, claimers that never take one row twice), the runtime's floors against
 real claims, ``claim_limited`` (global caps and rate limits shared by every claimer),
 ``promote_waiting`` (priority aging), ``claim_fair`` (the keys of a fair kind take

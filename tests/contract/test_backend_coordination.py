@@ -1,4 +1,4 @@
-"""The Coordination role (venturi/backend.py): what workers and beats wait and agree on,
+"""The Coordination role (venturi/backend/): what workers and beats wait and agree on,
 ``time_until_visible``, ``now``, ``listen``, ``try_lead`` and ``leader`` (ADR 20, 0102,
 0108, 0131)."""
 

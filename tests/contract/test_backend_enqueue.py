@@ -1,4 +1,4 @@
-"""The Enqueue role (venturi/backend.py): ``enqueue``'s rows, order, batches of every
+"""The Enqueue role (venturi/backend/): ``enqueue``'s rows, order, batches of every
 size, dedup decisions and the caller's transaction; trace headers, fair keys and
 expiries stored on every insert path (and an expiry through merges); beat's two reads by
 dedup key (ADR 10, 12, 0108, 0127, 0129, 0135). ``aenqueue`` has

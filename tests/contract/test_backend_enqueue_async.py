@@ -1,6 +1,6 @@
 """The Enqueue role, awaited: ``aenqueue`` gives the same rows, refs, dedup decisions
 and wake-ups as ``enqueue``, and honours the caller's async transaction (ADR 10, 12,
-0122; venturi/backend.py). Runs on asyncio through anyio's pytest plugin."""
+0122; venturi/backend/). Runs on asyncio through anyio's pytest plugin."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Leases role (venturi/backend.py): what happens to a claimed row. ``finish``,
+"""The Leases role (venturi/backend/): what happens to a claimed row. ``finish``,
 ``renew_leases``, ``release`` and ``recover_stale``, each fenced on the claim, the
 traceback ``finish`` stores, and how each of them honours a cancellation request
 (ADR 11, 19, 21, 0104, 0106, 0121)."""

@@ -1,4 +1,4 @@
-"""The Operator role (venturi/backend.py): ``retry_job`` and ``cancel_job`` (a claimed
+"""The Operator role (venturi/backend/): ``retry_job`` and ``cancel_job`` (a claimed
 job's cancellation request too), ``cleanup``, and reading rows back: ``get_job``,
 ``list_jobs``, ``list_job_summaries`` (last notes), ``stats``, ``backlog`` and
 ``pending_migrations`` (ADR 5, 18, 0105, 0121, 0136); an operator's retry clears an

@@ -1,4 +1,4 @@
-"""The Results role (venturi/backend.py, ADR 0124): ``finish`` stores a COMPLETED
+"""The Results role (venturi/backend/, ADR 0124): ``finish`` stores a COMPLETED
 outcome's result as given (the runtime bounds it first, on every backend),
 ``read_result`` reads it back with the status and last note, and ``await_result`` +
 ``listen_result`` wake a waiter at the end of an awaited job only."""

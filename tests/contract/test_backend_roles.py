@@ -40,7 +40,7 @@ _results: type[Results] = ResultsOnly
 _workers: type[Workers] = ResultsOnly
 _backend: type[Backend] = ResultsOnly
 """
-#: The roles, in the order of venturi/backend.py (and of queries.sql's sections).
+#: The roles, in the order of venturi/backend/ (and of queries.sql's sections).
 ROLES = (
     storage.Enqueue,
     storage.Claims,

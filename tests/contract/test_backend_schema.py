@@ -1,4 +1,4 @@
-"""The Schema role (venturi/backend.py): ``migrate`` (ADR 24), ``check_schema`` (a
+"""The Schema role (venturi/backend/): ``migrate`` (ADR 24), ``check_schema`` (a
 service's start check, ADR 0118) and ``close``."""
 
 from __future__ import annotations

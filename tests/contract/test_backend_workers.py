@@ -1,4 +1,4 @@
-"""The Workers role (venturi/backend.py), the worker registry (ADR 0119): register,
+"""The Workers role (venturi/backend/), the worker registry (ADR 0119): register,
 heartbeat (with its sweep), deregister, list, and the kinds with due work that no live
 worker serves.
 

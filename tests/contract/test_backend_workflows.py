@@ -1,4 +1,4 @@
-"""The Workflows role (venturi/backend.py, ADR 0125, 0131): ``enqueue_workflow`` writes
+"""The Workflows role (venturi/backend/, ADR 0125, 0131): ``enqueue_workflow`` writes
 the first steps as pending jobs and the others waiting, all or nothing; ``finish``
 hands each completed step's result on in the statement that records it, fenced on the
 claim, a child becoming a job once when its last parent completes; a dead step ends

@@ -2,7 +2,7 @@
 
 Each role's verbs live in a module of their own (``enqueue.py``, ``claims.py``,
 ``leases.py``, ``coordination.py``, ``operations.py``, ``workers.py``,
-``results.py``, ``workflows.py``; the order of venturi/backend.py and of the
+``results.py``, ``workflows.py``; the order of venturi/backend/ and of the
 sections of ``queries.sql``), as mixins over ``store.Store``: a verb is found on
 the class by inheritance, with no call layer between the caller and its
 statements (the hot paths, claim, finish and enqueue, run as they did in one

@@ -22,7 +22,7 @@ __all__ = ["ClaimVerbs", "claim_input"]
 
 
 class ClaimVerbs(Store):
-    """``Claims``' verbs (venturi/backend.py); the claims run on the claim pool."""
+    """``Claims``' verbs (venturi/backend/); the claims run on the claim pool."""
 
     def claim(
         self,

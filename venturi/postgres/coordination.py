@@ -25,7 +25,7 @@ __all__ = ["CoordinationVerbs"]
 
 
 class CoordinationVerbs(Store):
-    """``Coordination``'s verbs (venturi/backend.py)."""
+    """``Coordination``'s verbs (venturi/backend/)."""
 
     def time_until_visible(self, kinds: Collection[str]) -> timedelta | None:
         if not kinds:

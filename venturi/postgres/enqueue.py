@@ -36,7 +36,7 @@ COPY_THRESHOLD = 256
 
 
 class EnqueueVerbs(Store):
-    """``Enqueue``'s verbs (venturi/backend.py)."""
+    """``Enqueue``'s verbs (venturi/backend/)."""
 
     def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
         if not jobs:

@@ -23,7 +23,7 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 class LeaseVerbs(Store):
-    """``Leases``' verbs (venturi/backend.py)."""
+    """``Leases``' verbs (venturi/backend/)."""
 
     def finish(self, results: Sequence[Finished]) -> set[str]:
         """Plain jobs through ``finish_jobs`` (as before workflows); workflow steps, and

@@ -37,7 +37,7 @@ __all__ = ["OperatorVerbs"]
 
 
 class OperatorVerbs(Store):
-    """``Operator``'s verbs (venturi/backend.py)."""
+    """``Operator``'s verbs (venturi/backend/)."""
 
     def get_job(self, job_id: str) -> JobDetail | None:
         def read(conn: Connection) -> JobDetail | None:

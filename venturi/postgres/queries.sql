@@ -2,7 +2,7 @@
 -- once, from a validated Prefix, when the file is loaded (queries.py); values are
 -- always %(name)s parameters. Lifecycle times come from the database clock.
 --
--- The statements are in sections by role, in the order of venturi/backend.py; each
+-- The statements are in sections by role, in the order of venturi/backend/; each
 -- section names the adapter module whose verbs run its statements. A statement
 -- another role runs too (notify_wakeup, database_now, end_dependants, ...) sits
 -- with the role it belongs to.

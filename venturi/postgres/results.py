@@ -15,7 +15,7 @@ __all__ = ["ResultVerbs"]
 
 
 class ResultVerbs(Store):
-    """``Results``' verbs (venturi/backend.py)."""
+    """``Results``' verbs (venturi/backend/)."""
 
     def read_result(self, job_id: str) -> StoredResult | None:
         row = self._run(lambda conn: self._queries.read_result.one(conn, id=job_id))

@@ -13,7 +13,7 @@ __all__ = ["WorkerVerbs"]
 
 
 class WorkerVerbs(Store):
-    """``Workers``' verbs (venturi/backend.py)."""
+    """``Workers``' verbs (venturi/backend/)."""
 
     def register_worker(self, worker: WorkerRegistration, *, expires_in: timedelta) -> None:
         self._run(

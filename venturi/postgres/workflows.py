@@ -14,7 +14,7 @@ __all__ = ["WorkflowVerbs"]
 
 
 class WorkflowVerbs(Store):
-    """``Workflows``' verbs (venturi/backend.py)."""
+    """``Workflows``' verbs (venturi/backend/)."""
 
     def enqueue_workflow(self, workflow: NewWorkflow) -> None:
         steps = workflow.steps
