@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND_TIMEOUT = 120
 
-APP_MODULE = '''\
+APP_MODULE = """\
 import os
 
 import venturi
@@ -36,7 +36,7 @@ app = venturi.App(os.environ["VENTURI_DATABASE_URL"], prefix=os.environ["PKG_PRE
 @app.task(kind="pkg.add")
 def add(a: int, b: int) -> int:
     return a + b
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +114,7 @@ def test_the_installed_wheel_migrates_and_runs_a_task_through_venturi_worker(
         )
     checker = venturi.App(database_url, prefix=fresh_prefix, set_as_current=False)
     try:
-        wait_until(
-            lambda: checker.job(job_id.strip()).job.status.is_terminal, timeout=60
-        )
+        wait_until(lambda: checker.job(job_id.strip()).job.status.is_terminal, timeout=60)
         assert checker.job(job_id.strip()).job.status is Status.COMPLETED, log.read_text()
     finally:
         worker.send_signal(signal.SIGTERM)
