@@ -17,10 +17,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from cli_support import COMMAND_TIMEOUT, HERE, cli_env, failed_with, succeeded
+from dashboard_support import BASE, TOKEN
 from private_server import PrivateServer
 from replica_server import Standby
+from starlette.testclient import TestClient
 
 import venturi
+from venturi.dashboard import create_app
 from venturi.errors import ReplicaUnavailable
 from venturi.types import Status
 from venturi.worker import Worker
@@ -71,6 +74,12 @@ def test_reads_fail_naming_the_replica_while_a_worker_runs_jobs_on_the_primary(
             message = str(caught.value)
             assert "read replica 127.0.0.1:1 unavailable (cannot reach" in message
             assert "s3cret" not in message and "reader" not in message
+        dashboard = create_app(reader, token=TOKEN, public_read=True)
+        with TestClient(dashboard, base_url=BASE) as client:
+            page = client.get("/")
+            assert page.status_code == 503
+            assert "read replica 127.0.0.1:1 unavailable" in page.text
+            assert "s3cret" not in page.text
         start_worker(reader)
         assert ref.result(timeout=20) == 49
         assert reader.status(ref.id) is Status.COMPLETED
@@ -154,6 +163,11 @@ def test_reads_come_from_the_streaming_replica_and_lag_with_it(
             assert app.count_jobs() == 1
             assert [s.job.id for s in app.job_summaries().jobs] == [first.id]
             assert app.backlog() == 1
+            with TestClient(
+                create_app(app, token=TOKEN, public_read=True), base_url=BASE
+            ) as client:
+                assert client.get(f"/jobs/{first.id}").status_code == 200
+                assert client.get(f"/jobs/{second.id}").status_code == 404  # not replayed yet
 
             # Changes and claims go to the primary: the paused standby refuses writes.
             assert app.cancel(third.id).status is Status.DEAD
@@ -179,6 +193,8 @@ def test_reads_come_from_the_streaming_replica_and_lag_with_it(
             standby.resume_replay()
 
         standby.caught_up()
+        with TestClient(create_app(app, token=TOKEN, public_read=True), base_url=BASE) as client:
+            assert client.get(f"/jobs/{second.id}").status_code == 200
         assert app.job(first.id).job.status is Status.COMPLETED
         assert app.job(second.id).job.status is Status.COMPLETED
         assert app.count_jobs(status="completed") == 3
