@@ -143,7 +143,10 @@ def previous_release(root: Path) -> Previous:
         commit = _git(root, "rev-list", "-n", "1", name).strip()
         return Previous(commit, f"tag {name}", _schema_of(root, commit))
     newest = max((p.name for p in (root / "migrations").glob("V*.sql")), key=_version)
-    added = _git(root, "log", "--diff-filter=A", "--format=%H", "--", f"migrations/{newest}")
+    # --no-renames: a file renamed into its final name was "added" by that rename.
+    added = _git(
+        root, "log", "--no-renames", "--diff-filter=A", "--format=%H", "--", f"migrations/{newest}"
+    )
     if not added.strip():
         raise AssertionError(f"git has no commit that added migrations/{newest}")
     commit = _git(root, "rev-parse", f"{added.split()[-1]}^1").strip()

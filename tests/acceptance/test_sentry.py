@@ -16,8 +16,9 @@ from sentry_sdk.transport import Transport
 from support import wait_until
 
 import venturi
-from venturi.contrib.sentry import instrument, traceback_exceptions
-from venturi.types import Status
+from venturi.contrib.sentry import instrument, sentry_event, traceback_exceptions
+from venturi.events import RunEnded
+from venturi.types import OutcomeKind, Status
 from venturi.worker import Worker
 
 
@@ -133,6 +134,42 @@ def test_chained_exceptions_come_cause_first() -> None:
     assert (cause["type"], cause["value"]) == ("KeyError", "'missing'")
     assert cause["stacktrace"]["frames"][-1]["function"] == "inner"
     assert (raised["type"], raised["value"]) == ("RuntimeError", "lookup failed")
+
+
+def test_a_cut_traceback_keeps_its_inner_frames_and_a_run_without_one_sends_its_note() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        "  ... (9000 characters of outer frames omitted)\n"
+        "    outer()\n"
+        '  File "/srv/app/jobs.py", line 12, in charge\n'
+        "    raise ValueError(amount)\n"
+        "ValueError: 12\n"
+    )
+    [value] = traceback_exceptions(text)
+    assert (value["type"], value["value"]) == ("ValueError", "12")
+    [frame] = value["stacktrace"]["frames"]
+    assert (frame["function"], frame["lineno"], frame["in_app"]) == ("charge", 12, True)
+
+    run = RunEnded(
+        job_id="01J0000000000000000000000A",
+        kind="mail.send",
+        run=3,
+        worker_id="w",
+        outcome=OutcomeKind.DEAD,
+        duration=0.5,
+        is_failure=True,
+        note="Fail: mailbox gone",
+        traceback=None,
+    )
+    event = sentry_event(run)
+    assert event["message"] == "Fail: mailbox gone"
+    assert "exception" not in event
+    assert event["tags"] == {
+        "venturi.job_id": "01J0000000000000000000000A",
+        "venturi.kind": "mail.send",
+        "venturi.run": "3",
+        "venturi.outcome": "dead",
+    }
 
 
 def test_import_venturi_needs_no_sentry_sdk() -> None:

@@ -16,12 +16,14 @@ Only this module imports ``sentry_sdk``; ``import venturi`` never does.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 import sentry_sdk
 from sentry_sdk.integrations.logging import ignore_logger
 
+import venturi
 from venturi import App
 from venturi.events import Event, RunEnded, Subscription
 
@@ -35,7 +37,8 @@ _CHAIN_LINES = (
     "The above exception was the direct cause of the following exception:",
     "During handling of the above exception, another exception occurred:",
 )
-_VENTURI_PATH = re.compile(r"[/\\]venturi[/\\](?!_)")
+#: venturi's own files (its frames are not the user's code), wherever it is installed.
+_VENTURI_DIR = os.path.dirname(os.path.abspath(venturi.__file__)) + os.sep
 
 
 class Instrumentation:
@@ -125,7 +128,7 @@ def _exception(lines: list[str]) -> dict[str, Any] | None:
                     "abs_path": path,
                     "lineno": int(match["line"]),
                     "function": match["function"],
-                    "in_app": _VENTURI_PATH.search(path) is None and "site-packages" not in path,
+                    "in_app": _in_app(path),
                 }
             )
         elif line.startswith("    ") and frames and not raised:
@@ -142,3 +145,9 @@ def _exception(lines: list[str]) -> dict[str, Any] | None:
     if frames:
         exception["stacktrace"] = {"frames": frames}
     return exception
+
+
+def _in_app(path: str) -> bool:
+    """A frame of the user's code: not venturi's, not an installed package's."""
+    parts = path.replace("\\", "/").split("/")
+    return not path.startswith(_VENTURI_DIR) and not {"site-packages", "dist-packages"} & set(parts)
