@@ -95,9 +95,6 @@ class App(ReadRouting):
             transaction-mode pooler such as PgBouncer (ADR 0123): LISTEN,
             leadership and migrations use it. ``None`` reads
             ``$VENTURI_DIRECT_DATABASE_URL``.
-        read_url: a read replica of the server: job and stats reads that may lag go
-            there, nothing else does (``venturi.reads``, ADR 0140). ``None`` reads
-            ``$VENTURI_READ_DATABASE_URL``; without it every read goes to the primary.
         transaction_pooling: ``database_url`` is a transaction-mode pooler;
             default: exactly when a direct URL is given, or
             ``$VENTURI_TRANSACTION_POOLING=1``. Without a direct URL, workers
@@ -112,6 +109,9 @@ class App(ReadRouting):
             once it has been visible this long (a timedelta or seconds), so a
             stream of HIGH work never starves a LOW job. ``None`` (default):
             claim order is tier then age, exactly.
+        read_url: a read replica of the server: job and stats reads that may lag go
+            there, nothing else does (``venturi.reads``, ADR 0140). ``None`` reads
+            ``$VENTURI_READ_DATABASE_URL``; without it every read goes to the primary.
 
     Example::
 
