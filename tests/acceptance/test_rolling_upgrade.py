@@ -162,22 +162,20 @@ def test_a_previous_release_worker_serves_beside_a_current_one_losing_no_job(
 
     old.enqueue(0)  # before any worker: both will find these
     workers = {side.name: side.worker(tmp_path / f"{side.name}.log") for side in (old, new)}
+    checker = venturi.App(database_url, prefix=roll_prefix, set_as_current=False)
     try:
+        # Both serve before the rest is enqueued (each registers as it starts, ADR 0119).
+        wait_until(lambda: len(checker.workers()) == 2, timeout=60, every=0.1)
         new.enqueue(JOBS_PER_SIDE)
         old.enqueue(2 * JOBS_PER_SIDE)
         new.enqueue(3 * JOBS_PER_SIDE)
         total = 4 * JOBS_PER_SIDE
-        checker = venturi.App(database_url, prefix=roll_prefix, set_as_current=False)
-        try:
-            wait_until(
-                lambda: checker.count_jobs(status="completed") == total,
-                timeout=120,
-                every=0.25,
-            )
-            assert checker.count_jobs() == total
-        finally:
-            checker.close()
+        wait_until(
+            lambda: checker.count_jobs(status="completed") == total, timeout=120, every=0.25
+        )
+        assert checker.count_jobs() == total
     finally:
+        checker.close()
         for process in workers.values():
             process.send_signal(signal.SIGTERM)
         for process in workers.values():
