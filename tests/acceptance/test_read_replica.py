@@ -180,6 +180,11 @@ def test_reads_come_from_the_streaming_replica_and_lag_with_it(
             # ... while the replica still shows the queue as it was.
             assert app.job(first.id).job.status is Status.PENDING
             assert app.stats().kinds[0].counts == {Status.PENDING: 1}
+            # Every routed read runs on a hot standby (none writes, none needs a lock).
+            assert app.throughput().minutes == ()
+            assert app.workflows() == []
+            assert app.workflow_of(first.id) is None
+            assert [j.id for j in app.jobs().jobs] == [first.id]
 
             env = {**cli_env(primary.url, prefix), "VENTURI_READ_DATABASE_URL": standby.url}
             replica_backlog = venturi_command(env, "stats", "--backlog", "--prefix", prefix)
