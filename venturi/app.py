@@ -21,6 +21,7 @@ from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound, Wor
 from venturi.events import Events
 from venturi.naming import BEAT_ROLE, DEFAULT_PREFIX, Prefix
 from venturi.options import TaskOptions, validate_age_after
+from venturi.reads import ReadRouting, ReplicaBackend
 from venturi.registry import Registry, set_current_app
 from venturi.results import (
     DEFAULT_RESULT_MAX_BYTES,
@@ -82,7 +83,7 @@ def _status(value: Status | str | None) -> Status | None:
         raise InvalidArgument(f"unknown status {value!r}; use one of {allowed}") from None
 
 
-class App:
+class App(ReadRouting):
     """One queue: a database (URL or embedded server), a prefix, and tasks.
 
     Options:
@@ -108,6 +109,9 @@ class App:
             once it has been visible this long (a timedelta or seconds), so a
             stream of HIGH work never starves a LOW job. ``None`` (default):
             claim order is tier then age, exactly.
+        read_url: a read replica of the server: job and stats reads that may lag go
+            there, nothing else does (``venturi.reads``, ADR 0140). ``None`` reads
+            ``$VENTURI_READ_DATABASE_URL``; without it every read goes to the primary.
 
     Example::
 
@@ -126,6 +130,7 @@ class App:
         set_as_current: bool = True,
         result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
         age_after: timedelta | float | None = None,
+        read_url: str | None = None,
     ) -> None:
         self.prefix = Prefix.parse(prefix).value
         self.result_max_bytes = validate_result_max_bytes(result_max_bytes)
@@ -141,6 +146,7 @@ class App:
         self._backend_lock = threading.Lock()
         #: Events of this App's jobs, workers and beat (``venturi.events``, ADR 0127).
         self.events = Events()
+        self._init_reads(read_url)
         if set_as_current:
             set_current_app(self)
 
@@ -151,13 +157,14 @@ class App:
         prefix: str | None = None,
         direct_url: str | None = None,
         transaction_pooling: bool | None = None,
+        read_url: str | None = None,
     ) -> None:
         """Point this App at other settings (the CLI's ``--database-url``, ``--prefix``,
-        ``--direct-url``, ``--transaction-pooling``).
+        ``--direct-url``, ``--transaction-pooling``, ``--read-url``).
 
         Only before its backend exists: once built, connections are open on the old ones.
         """
-        if self._backend is not None:
+        if self._backend is not None or self._replica is not None:
             raise ConfigurationError(
                 "cannot change database_url/prefix of an App whose backend already exists "
                 "(built with backend=, or used before the override)"
@@ -170,6 +177,8 @@ class App:
             self.direct_url = direct_url
         if transaction_pooling is not None:
             self.transaction_pooling = transaction_pooling
+        if read_url is not None:
+            self._read_url = read_url
 
     @property
     def database_url(self) -> str:
@@ -222,6 +231,12 @@ class App:
             direct_url=direct_url,
             transaction_pooling=pooling,
         )
+
+    def _connect_replica(self, url: str) -> tuple[ReplicaBackend, str]:
+        from venturi.postgres import PostgresBackend
+        from venturi.postgres.driver_errors import server_address
+
+        return PostgresBackend(url, prefix=self.prefix, pool_size=4), server_address(url)
 
     @overload
     def task(self, fn: Callable[Concatenate[Context, P], R], /) -> Task[P, R]: ...
@@ -282,9 +297,11 @@ class App:
         """Bring the schema up to date (ADR 24); safe to call from many processes at once."""
         return self.backend.migrate()
 
-    def job(self, job_id: str) -> JobDetail:
-        """The row and its journal timeline, oldest entry first."""
-        detail = self.backend.get_job(_job_id(job_id))
+    def job(self, job_id: str, *, fresh: bool = False) -> JobDetail:
+        """The row and its journal timeline, oldest entry first: from the read replica
+        when there is one, unless ``fresh`` (then from the primary, as of now)."""
+        reads = self.backend if fresh else self.reads
+        detail = reads.get_job(_job_id(job_id))
         if detail is None:
             raise JobNotFound(job_id)
         return detail
@@ -302,7 +319,7 @@ class App:
             raise InvalidArgument(f"kind {kind!r} is not text PostgreSQL can hold")
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
-        return self.backend.list_jobs(status=_status(status), kind=kind, limit=limit, after=after)
+        return self.reads.list_jobs(status=_status(status), kind=kind, limit=limit, after=after)
 
     def retry(self, job_id: str) -> JobRow:
         """Make a ``dead`` job (cancelled ones too) pending again, eligible now, with a
@@ -336,7 +353,7 @@ class App:
         return self.backend.cleanup(older_than=older_than, status=parsed, batch_size=batch_size)
 
     def stats(self) -> Stats:
-        return self.backend.stats()
+        return self.reads.stats()
 
     def close(self) -> None:
         """Close the backend's pools, the async enqueue pools included (ADR 0122).
@@ -347,12 +364,14 @@ class App:
         """
         if self._backend is not None:
             self._backend.close()
+        self._close_replica()
 
     async def aclose(self) -> None:
         """``close`` for async code: awaits the running loop's async pool, then the rest
         (in a thread, so the loop is never blocked)."""
         if self._backend is not None:
             await self._backend.aclose()
+        await self._aclose_replica()
 
     def check_schema(self) -> str:
         """Fail now, with one clear error, if this App's queue cannot work (ADR 0118).
@@ -369,7 +388,7 @@ class App:
         """Completed and dead jobs per kind and minute over the last ``window`` (1 min to 1 day)."""
         if not timedelta(minutes=1) <= window <= timedelta(days=1):
             raise InvalidArgument(f"window must be between 1 minute and 1 day, got {window}")
-        return self.backend.throughput(window)
+        return self.reads.throughput(window)
 
     def job_summaries(
         self,
@@ -386,7 +405,7 @@ class App:
         kind, note = _filter_text("kind", kind), _filter_text("note", note)
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
-        return self.backend.list_job_summaries(
+        return self.reads.list_job_summaries(
             status=parsed, kind=kind, note=note, limit=limit, after=after
         )
 
@@ -400,7 +419,7 @@ class App:
         """How many jobs ``job_summaries`` with these filters would list, over all pages."""
         parsed = _status(status)
         kind, note = _filter_text("kind", kind), _filter_text("note", note)
-        return self.backend.count_jobs(status=parsed, kind=kind, note=note)
+        return self.reads.count_jobs(status=parsed, kind=kind, note=note)
 
     def retry_matching(
         self, *, kind: str | None = None, note: str | None = None, batch_size: int = 1000
@@ -462,7 +481,7 @@ class App:
         has no step left (no such workflow, or every step cleaned up)."""
         if not isinstance(workflow_id, str) or not is_storable_text(workflow_id):
             raise WorkflowNotFound(workflow_id)
-        found = self.backend.get_workflow(workflow_id.upper())
+        found = self.reads.get_workflow(workflow_id.upper())
         if found is None:
             raise WorkflowNotFound(workflow_id)
         return found
@@ -485,17 +504,17 @@ class App:
             raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
         if before is not None:
             before = _filter_text("before", before)
-        return self.backend.list_workflows(limit=limit, before=before)
+        return self.reads.list_workflows(limit=limit, before=before)
 
     def workflow_of(self, job_id: str) -> Workflow | None:
         """The workflow job ``job_id`` (or a step not yet a job) is a step of; None for a
         plain job or an unknown id."""
         if not isinstance(job_id, str) or not is_storable_text(job_id):
             return None
-        workflow_id = self.backend.workflow_id_of(job_id.upper())
+        workflow_id = self.reads.workflow_id_of(job_id.upper())
         if workflow_id is None:
             return None
-        return self.backend.get_workflow(workflow_id)
+        return self.reads.get_workflow(workflow_id)
 
 
 def _filter_text(name: str, value: str | None) -> str | None:

@@ -28,8 +28,9 @@ The tree::
     │   ├── ChecksumMismatch      an applied migration file was edited afterwards
     │   └── DatabaseAhead         the database has versions this code does not know
     ├── BackendUnavailable        the database could not be reached: an outage, retried
-    │   └── DatabaseRefused       the server answered "no" (no such database, bad login):
-    │                             permanent, never retried by the service loops
+    │   ├── DatabaseRefused       the server answered "no" (no such database, bad login):
+    │   │                         permanent, never retried by the service loops
+    │   └── ReplicaUnavailable    the read replica (read_url) did not answer (ADR 0140)
     └── SchemaMissing             the prefix's tables do not exist: run ``venturi migrate``
 
 ``Fail`` and ``Retry`` are control flow raised *by handlers*; they are not
@@ -67,6 +68,7 @@ __all__ = [
     "JobNotFound",
     "MigrationError",
     "NoCurrentApp",
+    "ReplicaUnavailable",
     "ResultTimeout",
     "ResultUnavailable",
     "Retry",
@@ -262,6 +264,18 @@ class DatabaseAhead(MigrationError):
 
 class BackendUnavailable(VenturiError):
     """The database could not be reached, or a connection broke mid-operation."""
+
+
+class ReplicaUnavailable(BackendUnavailable):
+    """The read replica (``read_url``) could not be reached; the primary is not concerned."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(
+            f"read replica {address} unavailable ({reason}); the App's reads of jobs and "
+            "stats go to read_url (--read-url, $VENTURI_READ_DATABASE_URL): fix or drop it; "
+            "enqueues, workers and changes use the primary"
+        )
+        self.address = address
 
 
 class DatabaseRefused(BackendUnavailable):

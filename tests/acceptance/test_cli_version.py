@@ -23,3 +23,13 @@ def test_the_changelog_has_an_unreleased_section_in_keep_a_changelog_form() -> N
     sections = re.findall(r"^## \[(.+?)\]", text, flags=re.MULTILINE)
     assert sections[0] == "Unreleased"
     assert re.search(r"^### Added$", text, flags=re.MULTILINE)
+
+
+def test_the_changelog_has_a_dated_section_for_the_packaged_version() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    version = re.search(r'^version = "(.+)"$', pyproject, flags=re.MULTILINE)
+    assert version is not None
+    releases = re.findall(r"^## \[(\d[^\]]*)\] - (\d{4}-\d{2}-\d{2})$", text, flags=re.MULTILINE)
+    assert releases, "no release section"
+    assert releases[0][0] == version[1]

@@ -1,8 +1,7 @@
 """The Operator role (venturi/backend/): ``retry_job`` and ``cancel_job`` (a claimed
 job's cancellation request too), ``cleanup``, and reading rows back: ``get_job``,
-``list_jobs``, ``list_job_summaries`` (last notes), ``stats``, ``backlog`` and
-``pending_migrations`` (ADR 5, 18, 0105, 0121, 0136); an operator's retry clears an
-expiry (ADR 0135)."""
+``list_jobs``, ``list_job_summaries`` (last notes), ``stats`` and ``backlog`` (ADR 5,
+18, 0105, 0121, 0136); an operator's retry clears an expiry (ADR 0135)."""
 
 from __future__ import annotations
 
@@ -350,7 +349,7 @@ def test_stats_count_per_kind_and_status_with_scheduled_and_the_oldest_eligible_
     assert stats["contract.b"].oldest_eligible_age is None
 
 
-# -- backlog and pending_migrations (ADR 0136) ----------------------------------------
+# -- backlog (ADR 0136) ----------------------------------------------------------------
 
 
 def test_the_backlog_counts_due_pending_jobs_of_every_kind_or_of_one(
@@ -366,15 +365,6 @@ def test_the_backlog_counts_due_pending_jobs_of_every_kind_or_of_one(
     assert backend.backlog(None) == 3
     assert (backend.backlog("contract.a"), backend.backlog("contract.b")) == (2, 1)
     assert backend.backlog("contract.none") == 0
-
-
-def test_a_migrated_prefix_has_no_pending_migrations_and_a_script_that_applies_none(
-    backend: Backend,
-) -> None:
-    pending, script = backend.pending_migrations()
-
-    assert pending == []
-    assert "BEGIN;" not in script
 
 
 # -- list_job_summaries ----------------------------------------------------------------

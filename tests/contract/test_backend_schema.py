@@ -1,5 +1,5 @@
-"""The Schema role (venturi/backend/): ``migrate`` (ADR 24), ``check_schema`` (a
-service's start check, ADR 0118) and ``close``."""
+"""The Schema role (venturi/backend/): ``migrate`` (ADR 24), ``pending_migrations``
+(ADR 0136, 0140), ``check_schema`` (a service's start check, ADR 0118) and ``close``."""
 
 from __future__ import annotations
 
@@ -84,3 +84,12 @@ def test_close_is_idempotent(backend: Backend) -> None:
     backend.enqueue([new_job()])
     backend.close()
     backend.close()
+
+
+def test_a_migrated_prefix_has_no_pending_migrations_and_a_script_that_applies_none(
+    backend: Backend,
+) -> None:
+    pending, script = backend.pending_migrations()
+
+    assert pending == []
+    assert "BEGIN;" not in script

@@ -9,7 +9,6 @@ from datetime import timedelta
 from typing import Protocol
 
 from venturi.types import (
-    AppliedMigration,
     Cursor,
     JobDetail,
     JobRow,
@@ -74,11 +73,6 @@ class Operator(Protocol):
 
     def backlog(self, kind: str | None) -> int:
         """Due pending jobs (``visible_at <= now()``), of ``kind`` when given (ADR 0136)."""
-        ...
-
-    def pending_migrations(self) -> tuple[list[AppliedMigration], str]:
-        """What ``migrate`` would apply now, in order, and the SQL it would run for it;
-        applies nothing. Raises as ``migrate`` does before applying (ADR 0136)."""
         ...
 
     def retry_job(self, job_id: str) -> JobRow:

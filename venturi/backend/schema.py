@@ -17,8 +17,8 @@ __all__ = ["Schema"]
 class Schema(Protocol):
     """The schema and the backend's own lifecycle (ADR 24, 0118).
 
-    Used by the App: ``migrate``, ``check_schema`` (each service's start check)
-    and ``close``/``aclose``.
+    Used by the App: ``migrate``, ``pending_migrations`` (``venturi migrate --sql``,
+    ``--check``), ``check_schema`` (each service's start check) and ``close``/``aclose``.
     """
 
     def migrate(self) -> list[AppliedMigration]:
@@ -28,6 +28,11 @@ class Schema(Protocol):
         ``DatabaseAhead`` (nothing applied), ``MigrationError`` when a file fails
         (that file rolled back).
         """
+        ...
+
+    def pending_migrations(self) -> tuple[list[AppliedMigration], str]:
+        """What ``migrate`` would apply now, in order, and the SQL it would run for it;
+        applies nothing. Raises as ``migrate`` does before applying (ADR 0136, 0140)."""
         ...
 
     def check_schema(self) -> str:

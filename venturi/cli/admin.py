@@ -21,6 +21,7 @@ from venturi.cli.common import (
     UsageError,
     add_command,
     add_json_option,
+    add_read_url_option,
     duration_argument,
     format_age,
     format_table,
@@ -64,7 +65,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         raise UsageError("--sql prints SQL: it takes no --json")
     with closing(open_app(args)) as app:
         if args.sql or args.check:
-            pending, script = app.backend.pending_migrations()
+            pending, script = app.pending_migrations()
         else:
             applied = app.migrate()
     if args.sql:
@@ -145,6 +146,7 @@ def add_stats(commands: Commands) -> None:
         help="print one integer, the due pending jobs (for autoscalers such as KEDA)",
     )
     stats.add_argument("--kind", metavar="KIND", help="with --backlog: only this kind's jobs")
+    add_read_url_option(stats)
     add_json_option(stats)
 
 
@@ -157,7 +159,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         if args.json:
             raise UsageError("--backlog prints one integer: it takes no --json")
         with closing(open_app(args)) as app:
-            write_lines([str(app.backend.backlog(args.kind))])
+            write_lines([str(app.backlog(args.kind))])
         return EXIT_OK
     with closing(open_app(args)) as app:
         stats = app.stats()

@@ -43,6 +43,7 @@ __all__ = [
     "add_command",
     "add_json_option",
     "add_log_options",
+    "add_read_url_option",
     "compact_json",
     "duration_argument",
     "format_age",
@@ -222,6 +223,7 @@ def open_app(args: argparse.Namespace) -> App:
     pooler: dict[str, Any] = {
         "direct_url": getattr(args, "direct_url", None),
         "transaction_pooling": getattr(args, "transaction_pooling", None) or None,
+        "read_url": getattr(args, "read_url", None),
     }
     if spec is None:
         return App(database_url, prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX, **pooler)
@@ -238,6 +240,7 @@ def _override_settings(
     prefix: str | None,
     direct_url: str | None = None,
     transaction_pooling: bool | None = None,
+    read_url: str | None = None,
 ) -> None:
     """Point the user's own App (the object its tasks enqueue through) at other settings.
 
@@ -251,6 +254,7 @@ def _override_settings(
             prefix=prefix,
             direct_url=direct_url,
             transaction_pooling=transaction_pooling,
+            read_url=read_url,
         )
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
@@ -334,6 +338,16 @@ def add_log_options(parser: argparse.ArgumentParser) -> None:
         default="text",
         help="text (default) or json: one JSON object a line, with time, level, logger, "
         "message, job_id, kind and exception fields",
+    )
+
+
+def add_read_url_option(parser: argparse.ArgumentParser) -> None:
+    """``--read-url``, for the commands that only read jobs and stats (ADR 0140)."""
+    parser.add_argument(
+        "--read-url",
+        metavar="URL",
+        help="a read replica to read jobs and stats from (changes still go to the primary); "
+        "default: the App's own, else $VENTURI_READ_DATABASE_URL",
     )
 
 

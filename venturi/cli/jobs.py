@@ -27,6 +27,7 @@ from venturi.cli.common import (
     UsageError,
     add_command,
     add_json_option,
+    add_read_url_option,
     compact_json,
     duration_argument,
     format_table,
@@ -67,6 +68,7 @@ def add_jobs(commands: Commands) -> None:
     _add_jobs_list(actions)
     show = add_command(actions, "show", "a job and its timeline", _cmd_jobs_show)
     show.add_argument("id", metavar="ID", help="the job id")
+    add_read_url_option(show)
     add_json_option(show)
     for name, help_text, handler in (
         ("retry", "make dead jobs pending again, eligible now", _cmd_jobs_retry),
@@ -108,6 +110,7 @@ def _add_jobs_list(actions: Commands) -> None:
         metavar="CURSOR",
         help="continue after the cursor printed with the previous page",
     )
+    add_read_url_option(listing)
     add_json_option(listing)
 
 

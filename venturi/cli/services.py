@@ -26,6 +26,7 @@ from venturi.cli.common import (
     UsageError,
     add_command,
     add_log_options,
+    add_read_url_option,
     duration_argument,
     logger,
     open_app,
@@ -288,6 +289,7 @@ def add_dashboard(commands: Commands) -> None:
         action="store_true",
         help="reading needs no sign-in, only changes need the token",
     )
+    add_read_url_option(dashboard)
 
 
 def _is_loopback(host: str) -> bool:

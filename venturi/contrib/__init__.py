@@ -4,7 +4,8 @@
 - ``venturi.contrib.flask``: ``init_app`` for Flask (the ``venturi[flask]`` extra);
 - ``venturi.contrib.django``: a ``django.tasks`` backend, ``manage.py venturi``
   and the dashboard under a URL (ADR 0130);
-- ``venturi.contrib.otel`` and ``venturi.contrib.prometheus``: traces and metrics
+- ``venturi.contrib.otel``, ``venturi.contrib.prometheus`` and ``venturi.contrib.sentry``:
+  traces, metrics and failed runs as Sentry events
   from the App's events;
 - ``venturi.contrib.server_worker``: a worker inside a web server process,
   shared by the Flask and Django integrations.

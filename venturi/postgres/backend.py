@@ -153,6 +153,11 @@ class PostgresBackend(
         ):
             return Migrator(self._prefix).migrate(conn)
 
+    def pending_migrations(self) -> tuple[list[AppliedMigration], str]:
+        migrator = Migrator(self._prefix)
+        pending = self._run(migrator.pending)
+        return [AppliedMigration(m.version, m.name) for m in pending], migrator.script(pending)
+
     def check_schema(self) -> str:
         with (
             translated_errors(self._prefix),

@@ -32,6 +32,7 @@ __all__ = [
     "OwnPoolsFilter",
     "connect_failure",
     "reraise_translated",
+    "server_address",
     "translated_errors",
     "unavailable",
 ]
@@ -95,6 +96,11 @@ def connect_failure(exc: psycopg.Error, url: str, connect_timeout: float) -> Bac
         f"database unavailable: cannot reach {_target(url)} "
         f"({_reason(exc, connect_timeout)})"
     )
+
+
+def server_address(url: str) -> str:
+    """Where ``url`` connects, for a message: ``host:port`` (never a user or password)."""
+    return _target(url)
 
 
 def _target(url: str) -> str:

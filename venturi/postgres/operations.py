@@ -12,12 +12,10 @@ from datetime import timedelta
 from typing import Any
 
 from venturi.errors import InvalidState, JobNotFound
-from venturi.postgres.migrator import Migrator
 from venturi.postgres.queries import Query
 from venturi.postgres.sessions import Connection
 from venturi.postgres.store import Store, job_row
 from venturi.types import (
-    AppliedMigration,
     Cursor,
     JobDetail,
     JobRow,
@@ -139,11 +137,6 @@ class OperatorVerbs(Store):
     def backlog(self, kind: str | None) -> int:
         row = self._run(lambda conn: self._queries.backlog.one(conn, kind=kind))
         return int(row["backlog"]) if row is not None else 0
-
-    def pending_migrations(self) -> tuple[list[AppliedMigration], str]:
-        migrator = Migrator(self._prefix)
-        pending = self._run(migrator.pending)
-        return [AppliedMigration(m.version, m.name) for m in pending], migrator.script(pending)
 
     def retry_job(self, job_id: str) -> JobRow:
         def retry(conn: Connection) -> dict[str, Any] | None:

@@ -136,7 +136,7 @@ class VenturiBackend(QueueBackend):
     def get_result(self, result_id: str) -> Any:
         app = get_app()
         try:
-            detail = app.job(result_id)
+            detail = app.job(result_id, fresh=True)
         except JobNotFound:
             raise TaskResultDoesNotExist(result_id) from None
         if not is_django_job(detail):

@@ -74,7 +74,7 @@ class _Run:
             raise ConfigurationError(
                 f"{ctx.kind} runs Django tasks of stored jobs; call the Django task itself instead"
             )
-        detail = get_app().job(ctx.job_id)
+        detail = get_app().job(ctx.job_id, fresh=True)
         self.result: Any = to_task_result(detail)
         self.worker_id = detail.job.claimed_by or "unknown"
         self.started_at = timezone.now()
