@@ -28,8 +28,11 @@ from venturi_bench import Prefix
 from workload import NOOP_KIND, connect, drop_prefix, fresh_name, noop_payload
 
 #: The migrations that are the seed's schema (SPEC 5.1): V1-V3, exactly as shipped.
-SEED_MIGRATIONS = ("V1__initial_schema.sql", "V2__history_pagination_index.sql",
-                   "V3__index_tuning.sql")
+SEED_MIGRATIONS = (
+    "V1__initial_schema.sql",
+    "V2__history_pagination_index.sql",
+    "V3__index_tuning.sql",
+)
 _MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 _SCHEMA = """

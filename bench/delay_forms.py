@@ -33,9 +33,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from collections.abc import Callable
 
 from baseline import VenturiSchemaTable, _payload
 from venturi_bench import BENCH_DIR, Prefix, WorkerProcess
