@@ -13,6 +13,8 @@ back to what it was, turn by turn (``enqueue._lockstep``), on one fresh prefix:
   through ``enqueue_job`` (eleven parameters), as before round three;
 - ``before round three``: that, and ``EnqueueVerbs.enqueue`` without its path
   for one job (the split into plain and deduplicated jobs on every call);
+- ``new_job per item``: ``delay_many`` making each job with ``new_job`` and its
+  own id, as before round three (the code as it is otherwise);
 - ``after``: the code as it is (``venturi.ids``, the check remembered per class).
 
 Figures: ``.delay()`` and ``delay_many`` (batches of 5,000) in jobs/s, and
@@ -80,6 +82,18 @@ def _enqueue_round_two(
     return [refs.get(job.id, JobRef(job.id)) for job in jobs]
 
 
+def _batches_round_two(self: Any, items: Any, batch_size: int) -> Any:
+    """``Task._batches`` as it was before round three: ``new_job`` per item."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(self._new_job_from_item(item))
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 VARIANTS: dict[str, list[tuple[Any, str, Any]]] = {
     "before": [(TASK, "new_id", _ulid_id), (TASK, "_is_result_source", _protocol_check)],
     "python-ulid ids": [(TASK, "new_id", _ulid_id)],
@@ -89,6 +103,7 @@ VARIANTS: dict[str, list[tuple[Any, str, Any]]] = {
         (adapter_enqueue, "_is_immediate", _never_immediate),
         (EnqueueVerbs, "enqueue", _enqueue_round_two),
     ],
+    "new_job per item": [(TASK.Task, "_batches", _batches_round_two)],
     "after": [],
 }
 
@@ -170,6 +185,11 @@ def main() -> None:
         f" ({time.perf_counter() - started:.0f} s)"
     )
     third, lean = result["before round three"], result["no enqueue_job_now"]
+    per_item = result["new_job per item"]
+    print(
+        "after / new_job per item: delay_many"
+        f" {after['delay_many_jobs_per_s'] / per_item['delay_many_jobs_per_s']:.3f}"
+    )
     print(
         "after / before round three: delay"
         f" {after['delay_jobs_per_s'] / third['delay_jobs_per_s']:.3f},"
