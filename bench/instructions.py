@@ -8,11 +8,13 @@ difference of the two totals over ``--extra`` is the count per call, with
 start-up, imports and the migrations cancelled out.
 
 Writers: ``seed`` (plain psycopg INSERT on the seed's tables, ids made
-beforehand), and ``.delay()`` in each variant of ``enqueue_path.VARIANTS``
-named by ``--variants`` (the code with that variant's pieces swapped in for
-the whole process).
+beforehand), ``adelay`` (``await .adelay()`` in a loop, on one event loop
+that runs throughout), and ``.delay()`` in each variant of
+``enqueue_path.VARIANTS`` named by ``--variants`` (the code with that
+variant's pieces swapped in for the whole process).
 
-    python bench/instructions.py [--calls 200] [--extra 1000] [--variants after,before round three]
+    python bench/instructions.py [--calls 200] [--extra 1000]
+                                 [--variants "after,before round three,adelay"]
 """
 
 from __future__ import annotations
@@ -32,6 +34,25 @@ HERE = Path(__file__).resolve()
 
 def _child(url: str, writer: str, calls: int) -> None:
     """The measured process: ``calls`` enqueues by ``writer`` after a warm-up."""
+    if writer == "adelay":
+        import asyncio
+
+        from venturi_bench import Prefix
+
+        prefix = Prefix(url)
+
+        async def awaited() -> None:
+            for n in range(calls, calls + 20):
+                await prefix.noop.adelay(n)
+            for n in range(calls):
+                await prefix.noop.adelay(n)
+            await prefix.app.aclose()
+
+        try:
+            asyncio.run(awaited())
+        finally:
+            prefix.close()
+        return
     if writer == "seed":
         from baseline import VenturiSchemaTable
 
@@ -90,7 +111,7 @@ def main() -> None:
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--extra", type=int, default=1000)
-    parser.add_argument("--variants", default="after,before round three")
+    parser.add_argument("--variants", default="after,before round three,adelay")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     url = database_url(args.database_url)
