@@ -307,14 +307,21 @@ def _split_for_enqueue(
     return plain, deduplicated
 
 
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
     """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs);
     with a headers column when any job has headers (``copy_jobs_with_headers``); the fair
     key, then the expiry, last (ADR 0129, 0135)."""
     traced = _has_headers(jobs)
-    for offset, job in enumerate(jobs):
-        created_at = start + timedelta(microseconds=offset)
-        visible_at = job.eta if job.eta is not None else created_at + job.delay
+    created_at = start - _MICROSECOND
+    for job in jobs:
+        created_at += _MICROSECOND
+        if job.eta is not None:
+            visible_at = job.eta
+        else:
+            visible_at = created_at + job.delay if job.delay else created_at
         expires_at = job.expires_at
         if expires_at is None and job.expires_in is not None:
             expires_at = created_at + job.expires_in
