@@ -18,13 +18,22 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 import psycopg
 from ulid import ULID
 from venturi_bench import Prefix
-from workload import NOOP_KIND, connect, fresh_name, noop_payload
+from workload import NOOP_KIND, connect, drop_prefix, fresh_name, noop_payload
+
+#: The migrations that are the seed's schema (SPEC 5.1): V1-V3, exactly as shipped.
+SEED_MIGRATIONS = (
+    "V1__initial_schema.sql",
+    "V2__history_pagination_index.sql",
+    "V3__index_tuning.sql",
+)
+_MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 _SCHEMA = """
 CREATE TABLE {t} (
@@ -137,16 +146,40 @@ class RawQueue:
             self.conn.close()
 
 
+class SeedPrefix:
+    """The seed's own tables and indexes (V1-V3 only, no later column or index) under a
+    fresh prefix, made with plain psycopg from the shipped migration files; ``close()``
+    drops them. The baseline every figure of round three is read against (issue 34)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.value = fresh_name("seed")
+        self.conn = connect(url)
+        for name in SEED_MIGRATIONS:
+            text = (_MIGRATIONS_DIR / name).read_text().replace("{{prefix}}", self.value)
+            self.conn.execute(text)
+
+    def sql(self, template: str) -> str:
+        return template.replace("{p}", self.value)
+
+    def close(self) -> None:
+        try:
+            drop_prefix(self.conn, self.value)
+        finally:
+            self.conn.close()
+
+
 class VenturiSchemaTable:
     """Plain psycopg writes into a freshly migrated venturi jobs table; ``close()`` drops it.
 
     Ids are made before any clock starts (``ids``), so only the database's
-    cost of the schema is measured.
+    cost of the schema is measured. ``seed=True``: the seed's own tables (V1-V3,
+    ``SeedPrefix``) instead of every migration's.
     """
 
-    def __init__(self, url: str, count: int) -> None:
+    def __init__(self, url: str, count: int, *, seed: bool = False) -> None:
         self.url = url
-        self.prefix = Prefix(url)
+        self.prefix: Prefix | SeedPrefix = SeedPrefix(url) if seed else Prefix(url)
         self.ids = [str(ULID()) for _ in range(count)]
         self._insert = self.prefix.sql(
             "INSERT INTO {p}_jobs (id, kind, payload, priority, status, created_at, visible_at) "

@@ -7,8 +7,16 @@ batch) each, in a rotating order, and each one's clock only runs during its
 own operations: whatever the machine does, all three see the same of it.
 
 - ``raw``: the minimal table (baseline.RawQueue);
-- ``venturi_schema``: plain psycopg into a migrated venturi jobs table;
-- ``venturi``: ``.delay()`` / ``delay_many`` on a third, fresh prefix.
+- ``seed``: plain psycopg into the seed's own tables (V1-V3 only,
+  ``baseline.SeedPrefix``): the baseline of the targets (issue 34);
+- ``venturi_schema``: plain psycopg into a migrated venturi jobs table (every
+  migration: the later ones' share, beside the seed's);
+- ``venturi``: ``.delay()`` / ``delay_many`` on a fresh prefix of its own.
+
+``single`` has two forms: ``block=1``, the lockstep proper, and ``block=N``,
+sequential: N calls of one writer in a row before the next writer's N, the
+order still rotating (the form of a bench that times 5,000 calls one after
+another; journal, section 15). Neither runs with a worker on the queue.
 
 ``asynchronous`` compares the awaited enqueue with ``.delay()`` the same way,
 in chunks (one chunk per turn, so entering the event loop is paid once per
@@ -42,22 +50,37 @@ def _lockstep(ops: dict[str, Callable[[int], None]], steps: list[int]) -> dict[s
     return spent
 
 
-def single(url: str, count: int) -> dict[str, float]:
-    """``count`` single-row enqueues per writer, in lockstep; jobs/s per writer."""
+def _in_blocks(op: Callable[[int], None], block: int, count: int) -> Callable[[int], None]:
+    """``op`` for ``block`` consecutive steps from ``start`` (fewer at the end)."""
+
+    def run(start: int) -> None:
+        for n in range(start, min(count, start + block)):
+            op(n)
+
+    return run
+
+
+def single(url: str, count: int, block: int = 1) -> dict[str, float]:
+    """``count`` single-row enqueues per writer, ``block`` in a row per turn (1: the
+    lockstep proper); jobs/s per writer."""
     raw = RawQueue(url)
+    seed = VenturiSchemaTable(url, count + WARM_UP, seed=True)
     schema = VenturiSchemaTable(url, count + WARM_UP)
     venturi = Prefix(url)
     try:
         ops: dict[str, Callable[[int], None]] = {
             "raw": raw.insert_one,
+            "seed": seed.insert_one,
             "venturi_schema": schema.insert_one,
             "venturi": venturi.noop.delay,
         }
         _lockstep(ops, list(range(count, count + WARM_UP)))
-        spent = _lockstep(ops, list(range(count)))
+        blocks = {name: _in_blocks(op, block, count) for name, op in ops.items()}
+        spent = _lockstep(blocks, list(range(0, count, block)))
         return {name: count / seconds for name, seconds in spent.items()}
     finally:
         raw.close()
+        seed.close()
         schema.close()
         venturi.close()
 
@@ -65,11 +88,12 @@ def single(url: str, count: int) -> dict[str, float]:
 def bulk(url: str, count: int, batch_size: int) -> dict[str, float]:
     """``count`` jobs per writer in batches of ``batch_size``, in lockstep; jobs/s per writer.
 
-    raw and venturi_schema COPY each batch in one transaction; venturi calls
+    raw, seed and venturi_schema COPY each batch in one transaction; venturi calls
     ``delay_many`` with the batch's argument dicts (built inside its clock,
     as the raw writers' payloads are).
     """
     raw = RawQueue(url)
+    seed = VenturiSchemaTable(url, count, seed=True)
     schema = VenturiSchemaTable(url, count)
     venturi = Prefix(url)
     try:
@@ -81,6 +105,7 @@ def bulk(url: str, count: int, batch_size: int) -> dict[str, float]:
 
         ops: dict[str, Callable[[int], None]] = {
             "raw": lambda start: raw.copy_batch(start, min(batch_size, count - start)),
+            "seed": lambda start: seed.copy_batch(start, min(batch_size, count - start)),
             "venturi_schema": lambda start: schema.copy_batch(
                 start, min(batch_size, count - start)
             ),
@@ -90,6 +115,7 @@ def bulk(url: str, count: int, batch_size: int) -> dict[str, float]:
         return {name: count / seconds for name, seconds in spent.items()}
     finally:
         raw.close()
+        seed.close()
         schema.close()
         venturi.close()
 

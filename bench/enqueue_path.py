@@ -9,6 +9,12 @@ back to what it was, turn by turn (``enqueue._lockstep``), on one fresh prefix:
 - ``no argument check``: the code as it is without the enqueue-time check of the
   arguments against the handler's annotations (ADR 0133), so its cost is
   ``after`` against it;
+- ``no enqueue_job_now``: the code as it is, but a single call always goes
+  through ``enqueue_job`` (eleven parameters), as before round three;
+- ``before round three``: that, and ``EnqueueVerbs.enqueue`` without its path
+  for one job (the split into plain and deduplicated jobs on every call);
+- ``new_job per item``: ``delay_many`` making each job with ``new_job`` and its
+  own id, as before round three (the code as it is otherwise);
 - ``after``: the code as it is (``venturi.ids``, the check remembered per class).
 
 Figures: ``.delay()`` and ``delay_many`` (batches of 5,000) in jobs/s, and
@@ -32,7 +38,9 @@ from venturi_bench import Prefix
 from workload import database_url, noop_payload
 
 from venturi.binding import Binding
-from venturi.refs import ResultSource
+from venturi.postgres import enqueue as adapter_enqueue
+from venturi.postgres.enqueue import EnqueueVerbs, _split_for_enqueue
+from venturi.refs import JobRef, ResultSource
 
 TASK = sys.modules["venturi.task"]  # the module (``venturi.task`` is also the decorator)
 
@@ -49,10 +57,53 @@ def _no_check(self: Binding[Any], arguments: Any) -> None:
     return None
 
 
+def _never_immediate(job: object) -> bool:
+    return False
+
+
+def _enqueue_round_two(
+    self: EnqueueVerbs, jobs: Any, *, connection: object | None = None
+) -> list[JobRef]:
+    """``EnqueueVerbs.enqueue`` as it was before round three (at b99f7c8)."""
+    if not jobs:
+        return []
+    plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
+    refs: dict[str, JobRef] = {}
+    if not deduplicated and connection is None:
+        self._run(lambda conn: self._insert(conn, plain))
+    else:
+        with self._transaction(connection) as conn:
+            if plain:
+                self._insert(conn, plain)
+            for job in deduplicated:
+                refs[job.id] = self._enqueue_deduplicated(conn, job)
+            if not plain:
+                self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+    return [refs.get(job.id, JobRef(job.id)) for job in jobs]
+
+
+def _batches_round_two(self: Any, items: Any, batch_size: int) -> Any:
+    """``Task._batches`` as it was before round three: ``new_job`` per item."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(self._new_job_from_item(item))
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 VARIANTS: dict[str, list[tuple[Any, str, Any]]] = {
     "before": [(TASK, "new_id", _ulid_id), (TASK, "_is_result_source", _protocol_check)],
     "python-ulid ids": [(TASK, "new_id", _ulid_id)],
     "no argument check": [(Binding, "check_types", _no_check)],
+    "no enqueue_job_now": [(adapter_enqueue, "_is_immediate", _never_immediate)],
+    "before round three": [
+        (adapter_enqueue, "_is_immediate", _never_immediate),
+        (EnqueueVerbs, "enqueue", _enqueue_round_two),
+    ],
+    "new_job per item": [(TASK.Task, "_batches", _batches_round_two)],
     "after": [],
 }
 
@@ -132,6 +183,17 @@ def main() -> None:
         f"after / before: delay {after['delay_jobs_per_s'] / before['delay_jobs_per_s']:.3f},"
         f" delay_many {after['delay_many_jobs_per_s'] / before['delay_many_jobs_per_s']:.3f}"
         f" ({time.perf_counter() - started:.0f} s)"
+    )
+    third, lean = result["before round three"], result["no enqueue_job_now"]
+    per_item = result["new_job per item"]
+    print(
+        "after / new_job per item: delay_many"
+        f" {after['delay_many_jobs_per_s'] / per_item['delay_many_jobs_per_s']:.3f}"
+    )
+    print(
+        "after / before round three: delay"
+        f" {after['delay_jobs_per_s'] / third['delay_jobs_per_s']:.3f},"
+        f" after / no enqueue_job_now {after['delay_jobs_per_s'] / lean['delay_jobs_per_s']:.3f}"
     )
     print(
         "after / no argument check: delay"

@@ -8,6 +8,7 @@ the benchmark's own polling are not counted.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -370,11 +371,15 @@ def pickup_latency(url: str, probes: int, gap: float, log_dir: Path) -> dict[str
 
     The enqueue time is ``time.time()`` just before ``.delay()`` in this
     process; the start time is the handler's ``time.time()``, returned as
-    its journal note. Same host, so the same clock.
+    its journal note. Same host, so the same clock. ``parts_ms``: the median
+    of each probe's time to the start of its claim (the enqueue's commit, the
+    notification, the wake-up), of the claim itself (``worker_app.py
+    --claim-timings``), and from the claim's end to the handler's start.
     """
+    timings = log_dir / f"pickup-claims-{time.time_ns()}.json"
     with fresh_prefix(url) as prefix:
         prefix.stamp.delay(-1)  # opens the pool; the worker is not running yet
-        with worker(prefix, 8, log_dir) as process:
+        with worker(prefix, 8, log_dir, options=["--claim-timings", str(timings)]) as process:
             wait_until(lambda: prefix.completed() == 1, timeout=60)
             process.check_alive()
             time.sleep(1.0)  # let the worker settle into its idle wait
@@ -397,6 +402,34 @@ def pickup_latency(url: str, probes: int, gap: float, log_dir: Path) -> dict[str
         "p99_ms": percentile(latencies, 99),
         "max_ms": max(latencies),
         "probes": len(latencies),
+        "parts_ms": _pickup_parts(rows, enqueued, timings),
+    }
+
+
+def _pickup_parts(
+    rows: list[Any], enqueued: dict[str, float], timings: Path
+) -> dict[str, float] | str:
+    """Median (to the claim, the claim, claim to handler) of the probes, from the claims
+    the worker timed: each probe's is the last claim that ended before its handler began."""
+    try:
+        claims = sorted(json.loads(timings.read_text()))
+    except (OSError, ValueError) as exc:
+        return f"no claim timings: {exc}"
+    parts: list[tuple[float, float, float]] = []
+    for job_id, note in rows:
+        if job_id not in enqueued:
+            continue
+        started = float(note)
+        ended = [c for c in claims if c[0] <= started and c[2] > 0]
+        if not ended:
+            continue
+        end, seconds, _ = ended[-1]
+        parts.append((end - seconds - enqueued[job_id], seconds, started - end))
+    if not parts:
+        return "no probe matched a claim"
+    return {
+        name: round(percentile([p[i] * 1000 for p in parts], 50), 3)
+        for i, name in enumerate(("to_claim", "claim", "claim_to_handler"))
     }
 
 

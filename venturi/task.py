@@ -33,7 +33,7 @@ from venturi.binding import Binding
 from venturi.context import Context
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
 from venturi.events import Events
-from venturi.ids import new_id
+from venturi.ids import new_id, new_ids
 from venturi.merge import Merge, MergeFunction, keep_existing, resolve_keep
 from venturi.options import (
     DEFAULT_BACKOFF,
@@ -197,10 +197,15 @@ class Task(Generic[P, R]):
     ) -> Iterator[list[NewJob]]:
         """``items`` as validated batches; the caller writes each before asking for the next,
         so the items of the batches yielded so far are the ones already enqueued."""
-        batch: list[NewJob] = []
+        # Without a dedup or fair key function every job of the call gets the task's
+        # defaults, so only the payloads are made per item, and the jobs per batch,
+        # their ids in one go (``_plain_jobs``): the jobs ``new_job`` would make.
+        plain = self.options.dedup is None and self.options.fair_key is None
+        build = self._payload_from_item if plain else self._new_job_from_item
+        batch: list[Any] = []
         for index, item in enumerate(items):
             try:
-                batch.append(self._new_job_from_item(item))
+                batch.append(build(item))
             except EnqueueError as exc:
                 exc.add_note(
                     f"item {index} of delay_many({self.kind!r}); "
@@ -208,20 +213,48 @@ class Task(Generic[P, R]):
                 )
                 raise
             if len(batch) == batch_size:
-                yield batch
+                yield self._plain_jobs(batch) if plain else batch
                 batch = []
         if batch:
-            yield batch
+            yield self._plain_jobs(batch) if plain else batch
 
     def _new_job_from_item(self, item: Mapping[str, Any] | Sequence[Any]) -> NewJob:
         if isinstance(item, Mapping):
             return self.new_job((), item)
         if isinstance(item, Sequence) and not isinstance(item, str | bytes | bytearray):
             return self.new_job(item)
-        raise ArgumentsMismatch(
-            f"{self.kind}: each item must be a mapping of keyword arguments or a sequence of "
-            f"positional arguments, got {type(item).__qualname__}"
+        raise _not_an_item(self.kind, item)
+
+    def _payload_from_item(self, item: Mapping[str, Any] | Sequence[Any]) -> str:
+        """``new_job``'s payload of one ``delay_many`` item: bound, encoded and checked."""
+        binding = self.binding
+        if isinstance(item, Mapping):
+            return binding.encode_payload(binding.bind((), item))
+        if isinstance(item, Sequence) and not isinstance(item, str | bytes | bytearray):
+            return binding.encode_payload(binding.bind(item, None))
+        raise _not_an_item(self.kind, item)
+
+    def _plain_jobs(self, payloads: list[str]) -> list[NewJob]:
+        """The jobs ``new_job`` makes of ``payloads`` with no per-call option, for a task
+        without a dedup or fair key function: its tier, no delay, its expiry."""
+        options, kind = self.options, self.kind
+        delay, eta = validate_delay(None, None)
+        expires_in, expires_at = validate_expires(
+            None, default=options.expires, delay=delay, eta=eta
         )
+        tier = options.priority
+        return [
+            NewJob(
+                id=job_id,
+                kind=kind,
+                payload=payload,
+                priority=tier,
+                delay=delay,
+                expires_in=expires_in,
+                expires_at=expires_at,
+            )
+            for job_id, payload in zip(new_ids(len(payloads)), payloads, strict=True)
+        ]
 
     def _backend(self) -> Enqueue:
         app = self._app if self._app is not None else current_app(self.kind)
@@ -537,3 +570,10 @@ def task(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     if fn is not None:
         return decorator(fn)
     return decorator
+
+
+def _not_an_item(kind: str, item: object) -> ArgumentsMismatch:
+    return ArgumentsMismatch(
+        f"{kind}: each item must be a mapping of keyword arguments or a sequence of "
+        f"positional arguments, got {type(item).__qualname__}"
+    )

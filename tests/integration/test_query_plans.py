@@ -145,6 +145,7 @@ NO_TABLE_READ = {
     "copy_jobs",
     "copy_jobs_with_headers",
     "enqueue_job",
+    "enqueue_job_now",
     "enqueue_job_with_headers",
     "database_now",
     "lock_dedup_key",

@@ -10,7 +10,7 @@ import time
 import pytest
 from ulid import ULID
 
-from venturi.ids import encode, new_id
+from venturi.ids import encode, new_id, new_ids
 
 MILLION = 1_000_000
 
@@ -47,6 +47,23 @@ def test_ids_made_in_one_millisecond_increment_the_randomness() -> None:
             assert second == first + 1
             return
     pytest.fail("no pair of 100 shared a millisecond")
+
+
+def test_a_batch_of_ids_continues_the_sequence_in_one_millisecond() -> None:
+    """``new_ids`` (delay_many's batches): canonical ULIDs, after the ids made before and
+    before those made after, consecutive values within the batch's millisecond."""
+    before_ms = time.time_ns() // 1_000_000
+    first = new_id()
+    batch = new_ids(5_000)
+    last = new_id()
+    after_ms = time.time_ns() // 1_000_000
+    values = [int.from_bytes(ULID.from_str(text).bytes, "big") for text in batch]
+    assert [str(ULID.from_str(text)) for text in batch] == batch
+    assert first < batch[0] and batch[-1] < last
+    assert len({value >> 80 for value in values}) == 1
+    assert before_ms <= values[0] >> 80 <= after_ms
+    assert values == list(range(values[0], values[0] + len(values)))
+    assert new_ids(0) == []
 
 
 def test_threads_never_share_an_id() -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import fields
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import psycopg
@@ -41,6 +43,10 @@ class EnqueueVerbs(Store):
     def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
         if not jobs:
             return []
+        if connection is None and len(jobs) == 1 and jobs[0].dedup_key is None:
+            # .delay(): one autocommit statement, insert and wake-up together.
+            self._run(lambda conn: self._insert(conn, jobs))
+            return [JobRef(jobs[0].id)]
         plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
         refs: dict[str, JobRef] = {}
         if not deduplicated and connection is None:
@@ -74,7 +80,9 @@ class EnqueueVerbs(Store):
         if len(jobs) >= COPY_THRESHOLD:
             self._copy(conn, jobs)
         elif len(jobs) == 1:
-            if jobs[0].headers is None:
+            if _is_immediate(jobs[0]):
+                self._queries.enqueue_job_now.exec(conn, **self._immediate_params(jobs[0]))
+            elif jobs[0].headers is None:
                 self._queries.enqueue_job.exec(conn, **self._one_job_params(jobs[0]))
             else:
                 self._queries.enqueue_job_with_headers.exec(conn, **self._traced_params(jobs))
@@ -82,6 +90,16 @@ class EnqueueVerbs(Store):
             self._queries.enqueue_jobs.exec(conn, **self._jobs_params(jobs))
         else:
             self._queries.enqueue_jobs_with_headers.exec(conn, **self._traced_params(jobs))
+
+    def _immediate_params(self, job: NewJob) -> dict[str, Any]:
+        """``enqueue_job_now``'s parameters (``_is_immediate`` jobs only)."""
+        return {
+            "id": job.id,
+            "kind": job.kind,
+            "payload": job.payload,
+            "priority": int(job.priority),
+            "channel": self._prefix.channel,
+        }
 
     def _one_job_params(self, job: NewJob) -> dict[str, Any]:
         return {
@@ -162,6 +180,12 @@ class EnqueueVerbs(Store):
         transaction; the same statements, lock order and merge decisions."""
         if not jobs:
             return []
+        if connection is None and len(jobs) == 1 and jobs[0].dedup_key is None:
+            try:
+                await self._async_pool.run(lambda conn: self._ainsert(conn, jobs))
+            except psycopg.Error as exc:
+                reraise_translated(exc, self._prefix)
+            return [JobRef(jobs[0].id)]
         plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
         refs: dict[str, JobRef] = {}
         if not deduplicated and connection is None:
@@ -202,7 +226,9 @@ class EnqueueVerbs(Store):
         if len(jobs) >= COPY_THRESHOLD:
             await self._acopy(conn, jobs)
         elif len(jobs) == 1:
-            if jobs[0].headers is None:
+            if _is_immediate(jobs[0]):
+                await self._queries.enqueue_job_now.aexec(conn, **self._immediate_params(jobs[0]))
+            elif jobs[0].headers is None:
                 await self._queries.enqueue_job.aexec(conn, **self._one_job_params(jobs[0]))
             else:
                 await self._queries.enqueue_job_with_headers.aexec(
@@ -255,6 +281,23 @@ class EnqueueVerbs(Store):
         return job_row(row) if row is not None else None
 
 
+#: Every ``NewJob`` field but the four ``enqueue_job_now`` writes (and ``merge``, read only
+#: with a dedup key), so a field added later counts as "not immediate" until that
+#: statement writes it.
+_IMMEDIATE_FIELDS = tuple(
+    f.name for f in fields(NewJob) if f.name not in ("id", "kind", "payload", "priority", "merge")
+)
+_immediate_values = attrgetter(*_IMMEDIATE_FIELDS)
+_IMMEDIATE_DEFAULTS = tuple(f.default for f in fields(NewJob) if f.name in _IMMEDIATE_FIELDS)
+
+
+def _is_immediate(job: NewJob) -> bool:
+    """Whether ``job`` is the common call: every field ``enqueue_job_now`` leaves out at its
+    default (no delay, eta, dedup key, headers, fair key or expiry). One C-level read of
+    them all, compared with the defaults as one tuple."""
+    return bool(_immediate_values(job) == _IMMEDIATE_DEFAULTS)
+
+
 def _split_for_enqueue(
     jobs: Sequence[NewJob], lock_name: Callable[[NewJob], str]
 ) -> tuple[list[NewJob], list[NewJob]]:
@@ -264,14 +307,21 @@ def _split_for_enqueue(
     return plain, deduplicated
 
 
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
     """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs);
     with a headers column when any job has headers (``copy_jobs_with_headers``); the fair
     key, then the expiry, last (ADR 0129, 0135)."""
     traced = _has_headers(jobs)
-    for offset, job in enumerate(jobs):
-        created_at = start + timedelta(microseconds=offset)
-        visible_at = job.eta if job.eta is not None else created_at + job.delay
+    created_at = start - _MICROSECOND
+    for job in jobs:
+        created_at += _MICROSECOND
+        if job.eta is not None:
+            visible_at = job.eta
+        else:
+            visible_at = created_at + job.delay if job.delay else created_at
         expires_at = job.expires_at
         if expires_at is None and job.expires_in is not None:
             expires_at = created_at + job.expires_in

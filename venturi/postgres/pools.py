@@ -44,6 +44,9 @@ from venturi.postgres.sessions import (
 __all__ = ["FIRST_WAIT", "HOT_FOR", "AsyncPool", "Pool"]
 
 logger = logging.getLogger(SESSIONS_LOGGER)
+#: An idle session's libpq status; read from ``pgconn`` directly, as ``conn.info`` makes
+#: a new ``ConnectionInfo`` at each read (journal, section 16).
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 
 C = TypeVar("C", Connection, AsyncConnection)
 T = TypeVar("T")
@@ -93,7 +96,7 @@ class _HotSession(Generic[C]):
             self.hot is None
             and not self.waiting
             and not conn.closed
-            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            and conn.pgconn.transaction_status == _IDLE
             and time.monotonic() - self._taken_at.get(conn, 0.0) < HOT_FOR
         ):
             self.hot = conn

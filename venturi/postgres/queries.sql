@@ -52,6 +52,15 @@ SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_a
        coalesce(%(expires_at)s::timestamptz, enqueued_at + %(expires_in)s::interval)
 FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
 
+-- name: enqueue_job_now :exec
+-- enqueue_job for the common call (no delay, eta, dedup key, fair key, expiry or
+-- headers: the adapter's _is_immediate): the same row and wake-up, with five
+-- parameters instead of eleven, as the columns it leaves out take their defaults
+-- (NULL) and visible_at is created_at (journal, section 16).
+INSERT INTO {{prefix}}_jobs (id, kind, payload, priority, status, created_at, visible_at)
+SELECT %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s, 'pending', enqueued_at, enqueued_at
+FROM (SELECT clock_timestamp() AS enqueued_at, pg_notify(%(channel)s, '')) AS wake
+
 -- name: copy_jobs :copy
 -- Bulk path for large batches (the adapter's COPY_THRESHOLD and up), where COPY
 -- beats the unnest insert (bench/README.md). The adapter sends created_at as the

@@ -111,10 +111,19 @@ def configure_claim_session(conn: Connection) -> None:
     conn.execute("SET enable_seqscan = off")
 
 
+#: ``select.poll`` where there is one (not on Windows): ``has_input`` runs at every pooled
+#: checkout, so it polls its one descriptor without ``ready``'s sets and rounding.
+_poll = getattr(select, "poll", None)
+
+
 def has_input(fd: int) -> bool:
     """Unread input or a hang-up on ``fd``, without blocking; True when unsure."""
     try:
-        return bool(ready([fd], 0))
+        if _poll is None:
+            return bool(ready([fd], 0))
+        poller = _poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
 
