@@ -34,6 +34,7 @@ from venturi.context import Context
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
 from venturi.events import Events
 from venturi.ids import new_id
+from venturi.key_options import claim_key
 from venturi.merge import Merge, MergeFunction, keep_existing, resolve_keep
 from venturi.options import (
     DEFAULT_BACKOFF,
@@ -108,13 +109,17 @@ class Task(Generic[P, R]):
                 f"task {self.kind!r} has a schedule, so it is enqueued without arguments, but "
                 f"its handler requires {', '.join(sorted(self.binding.required))}"
             )
-        if options.fair_key is not None:
-            parameters = list(inspect.signature(fn).parameters.values())
-            check_fair_key_fits(
-                options.fair_key,
-                parameters[1:] if self.binding.takes_context else parameters,
-                self.kind,
-            )
+        parameters = list(inspect.signature(fn).parameters.values())
+        for option in ("fair_key", "concurrency_key", "rate_key"):
+            if getattr(options, option) is not None:
+                check_fair_key_fits(
+                    getattr(options, option),
+                    parameters[1:] if self.binding.takes_context else parameters,
+                    self.kind,
+                    option,
+                )
+        #: The key function of a keyed task (ADR 0138); None: not keyed.
+        self._claim_key = options.concurrency_key or options.rate_key
 
     def __repr__(self) -> str:
         return f"<Task {self.kind}>"
@@ -305,6 +310,8 @@ class Task(Generic[P, R]):
         payload = binding.encode_payload(arguments)
         tier = options.priority if priority is None else validate_priority(priority)
         delay, eta = validate_delay(countdown, eta)
+        if options.debounce is not None and countdown is None and eta is None:
+            delay = options.debounce  # a burst's first job waits too (ADR 0138)
         expires_in, expires_at = validate_expires(
             expires, default=options.expires, delay=delay, eta=eta
         )
@@ -316,11 +323,15 @@ class Task(Generic[P, R]):
             )
         else:
             key = None
-        fair_key = (
-            None
-            if options.fair_key is None
-            else validate_fair_key(options.fair_key(**binding.with_defaults(arguments)), self.kind)
-        )
+        if options.fair_key is not None:
+            fair_key = validate_fair_key(
+                options.fair_key(**binding.with_defaults(arguments)), self.kind
+            )
+        elif self._claim_key is not None:
+            # A keyed kind's key is stored where a fair kind's is (ADR 0138).
+            fair_key = claim_key(self._claim_key, binding.with_defaults(arguments), self.kind)
+        else:
+            fair_key = None
         return NewJob(
             id=new_id(),
             kind=self.kind,
@@ -333,6 +344,7 @@ class Task(Generic[P, R]):
             fair_key=fair_key,
             expires_in=expires_in,
             expires_at=expires_at,
+            debounce=options.debounce if key is not None else None,
         )
 
     def _resolver(self, payload: str) -> MergeResolver:

@@ -23,7 +23,7 @@ __all__ = [
     "JobRow", "JobSummary", "JournalEntry", "KindLimits", "KindStats", "Leader",
     "LimitedClaim", "MergeAction", "MergeDecision", "MergeResolver", "MinuteCounts", "NewEdge",
     "NewJob", "NewStep", "NewWorkflow", "Outcome", "OutcomeKind", "Page", "Priority", "RateLimit",
-    "Renewal", "Stats", "Status", "StepState", "StoredResult", "SummaryPage",
+    "Renewal", "SharedLimit", "Stats", "Status", "StepState", "StoredResult", "SummaryPage",
     "Throughput", "WorkerInfo", "WorkerRegistration", "Workflow", "WorkflowStep",
     "WorkflowSummary", "decode_cursor", "encode_cursor",
 ]
@@ -116,6 +116,8 @@ class NewJob:
     fair_key: str | None = None
     expires_in: timedelta | None = None
     expires_at: datetime | None = None
+    #: A merge into a pending sibling moves its start to now + this (ADR 0138).
+    debounce: timedelta | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +398,28 @@ class KindLimits:
 
     global_concurrency: int | None = None
     rate_limit: RateLimit | None = None
+    #: At most this many claimed jobs per key of the kind (ADR 0138); None: no per-key cap.
+    key_concurrency: int | None = None
+    #: ``rate_limit`` holds per key rather than for the kind (``rate_key=``, ADR 0138).
+    rate_per_key: bool = False
+    #: The shared limits the kind's jobs count against (``app.limit``, ADR 0138).
+    shared: tuple[SharedLimit, ...] = ()
+
+    @property
+    def is_keyed(self) -> bool:
+        """Claimed by key (``claim_keyed_jobs``): a per-key cap or a per-key rate."""
+        return self.key_concurrency is not None or self.rate_per_key
+
+
+@dataclass(frozen=True, slots=True)
+class SharedLimit:
+    """A limit several kinds share (``app.limit(name, ...)``, ADR 0138): at most
+    ``concurrency`` jobs of ``kinds`` claimed at once, at most ``rate`` starts of them."""
+
+    name: str
+    kinds: tuple[str, ...]
+    concurrency: int | None = None
+    rate: RateLimit | None = None
 
 
 @dataclass(frozen=True, slots=True)

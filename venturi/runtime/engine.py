@@ -238,7 +238,9 @@ class Engine:
     def _plan(self, kinds: set[str], concurrency: int) -> ClaimPlan:
         """The claims of one pool: its kinds, each cap counting that kind's runs (ADR 0126)."""
         return ClaimPlan.for_tasks(
-            {kind: self._runner.task(kind) for kind in kinds}, concurrency=concurrency
+            {kind: self._runner.task(kind) for kind in kinds},
+            concurrency=concurrency,
+            shared=self._runner.shared_limits,
         )
 
     def _claim_step(self) -> float:
@@ -312,6 +314,7 @@ class Engine:
     def _is_claim_due(self, entry: HeldJob) -> bool:
         """Whether ``entry`` ending makes a claim worth it (under the holdings' lock)."""
         pool = self._pools[entry.is_async]
+        pool.plan.ended(entry.job.kind)
         return pool.plan.is_capped(entry.job.kind) or self._room(pool) > 0
 
     def _dispatch(self, jobs: list[ClaimedJob], *, is_async: bool) -> None:

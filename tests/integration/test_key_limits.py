@@ -1,0 +1,228 @@
+"""Limits per key and shared limits through the real claim (ADR 0138): claims are made
+with ``claim_limited`` as a worker's plan makes them, and every count is read back
+from the database."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+import venturi
+from venturi.errors import ConfigurationError, InvalidArgument
+from venturi.runtime.claim_plan import ClaimPlan
+from venturi.task import default_registry
+from venturi.testing import drain
+from venturi.types import LimitedClaim
+
+LEASE = timedelta(seconds=30)
+
+
+def _claim(app: venturi.App, *tasks: Any, limit: int = 8, worker: str = "w:1") -> LimitedClaim:
+    plan = ClaimPlan.for_tasks({t.kind: t for t in tasks}, shared=app.shared_limits())
+    return app.backend.claim_limited(
+        kinds=sorted(t.kind for t in tasks),
+        limit=limit,
+        worker_id=worker,
+        lease=LEASE,
+        limits=plan.limits,
+    )
+
+
+def _key(db: Any, job: Any) -> str:
+    return str(db.scalar("SELECT fair_key FROM {{prefix}}_jobs WHERE id = %s", [job.claim.job_id]))
+
+
+def _keyed(app: venturi.App, n: int = 1, kind: str = "keyed.sync", **options: Any) -> Any:
+    @app.task(kind=kind, concurrency_key=lambda tenant, **_: tenant, key_concurrency=n, **options)
+    def handler(tenant: Any, n: int = 0) -> int:
+        return n
+
+    return handler
+
+
+def test_one_job_per_key_is_claimed_and_a_busy_key_does_not_hold_up_the_others(
+    app: venturi.App, db: Any
+) -> None:
+    task = _keyed(app)
+    task.delay_many([("a", n) for n in range(5)] + [("b", 0), ("c", 0)])
+
+    first = _claim(app, task)
+    second = _claim(app, task, worker="w:2")
+
+    assert sorted(_key(db, j) for j in first.jobs) == ["a", "b", "c"]
+    assert second.jobs == []
+    # a's first job (claim order: tier, then age) is the one claimed
+    claimed_a = db.scalar(
+        "SELECT payload->>'n' FROM {{prefix}}_jobs WHERE status = 'claimed' AND fair_key = 'a'"
+    )
+    assert claimed_a == "0"
+
+
+def test_a_finished_job_frees_its_key_for_the_next_job_of_that_key_in_claim_order(
+    app: venturi.App, db: Any
+) -> None:
+    task = _keyed(app)
+    task.delay_many([("a", n) for n in range(3)])
+    task.apply_async(("a", 9), priority=venturi.Priority.HIGH)
+
+    order = []
+    for _ in range(4):
+        [job] = _claim(app, task).jobs
+        assert _claim(app, task, worker="w:2").jobs == []
+        app.backend.release([job.claim])  # a release gives the key back: the same job again
+        [again] = _claim(app, task).jobs
+        assert again.claim.job_id == job.claim.job_id
+        order.append(again.payload)
+        db.execute("UPDATE {{prefix}}_jobs SET status = 'completed' WHERE id = %s", [job.claim.job_id])
+    assert [o["n"] for o in order] == [9, 0, 1, 2], order
+
+
+def test_n_jobs_per_key_with_key_concurrency_n(app: venturi.App, db: Any) -> None:
+    task = _keyed(app, n=3)
+    task.delay_many([("a", n) for n in range(10)] + [("b", n) for n in range(2)])
+
+    claimed = _claim(app, task, limit=10).jobs + _claim(app, task, limit=10, worker="w:2").jobs
+
+    keys = Counter(_key(db, j) for j in claimed)
+    assert keys == {"a": 3, "b": 2}
+
+
+def test_a_recovered_claim_gives_its_key_back(app: venturi.App, db: Any) -> None:
+    task = _keyed(app)
+    task.delay_many([("a", 0), ("a", 1)])
+    [job] = _claim(app, task).jobs
+    db.execute("UPDATE {{prefix}}_jobs SET claim_expires_at = now() - interval '1 s'")
+    assert app.backend.recover_stale(limit=10, max_failures={}, default_max_failures=20)
+    [again] = _claim(app, task).jobs
+    assert again.claim.job_id == job.claim.job_id
+
+
+def test_a_cancel_request_holds_the_key_until_the_run_ends_and_a_cancel_of_a_pending_job_frees_its_turn(
+    app: venturi.App, db: Any
+) -> None:
+    task = _keyed(app)
+    first = task.delay("a", 0)
+    second = task.delay("a", 1)
+    third = task.delay("a", 2)
+    [job] = _claim(app, task).jobs
+    assert job.claim.job_id == first.id
+    app.cancel(first.id)  # a claimed job: cancel is requested, the run still holds the key
+    app.cancel(second.id)  # a pending job: dead at once
+    assert _claim(app, task).jobs == []
+    app.backend.release([job.claim])
+    db.execute("UPDATE {{prefix}}_jobs SET status = 'dead' WHERE id = %s", [first.id])
+    [next_job] = _claim(app, task).jobs
+    assert next_job.claim.job_id == third.id
+
+
+def test_the_key_function_s_bad_values_are_refused_at_enqueue_and_nothing_is_written(
+    app: venturi.App, db: Any
+) -> None:
+    task = _keyed(app)
+    for bad in (None, [1], {"a": 1}, True, ""):
+        with pytest.raises(InvalidArgument):
+            task.delay(bad)
+
+    @app.task(kind="keyed.raises", concurrency_key=lambda tenant, **_: 1 / 0)
+    def raises(tenant: str) -> None: ...
+
+    with pytest.raises(InvalidArgument, match="ZeroDivisionError"):
+        raises.delay("a")
+    assert db.scalar("SELECT count(*) FROM {{prefix}}_jobs") == 0
+    task.delay(7)
+    assert db.scalar("SELECT fair_key FROM {{prefix}}_jobs") == "7"
+
+
+def test_key_options_are_checked_at_decoration(app: venturi.App) -> None:
+    for options, message in [
+        ({"concurrency_key": lambda t, **_: t, "key_concurrency": 0}, "at least 1"),
+        ({"key_concurrency": 2}, "needs concurrency_key"),
+        ({"concurrency_key": "tenant"}, "callable"),
+        ({"concurrency_key": lambda other: other}, "by name"),
+        ({"rate_key": lambda t, **_: t}, "needs rate_limit"),
+        ({"concurrency_key": lambda t, **_: t, "fair_key": lambda t, **_: t}, "fair_key"),
+        ({"limits": ["nowhere"]}, "nowhere"),
+        ({"limits": "stripe"}, "list"),
+    ]:
+        with pytest.raises(ConfigurationError, match=message):
+
+            @app.task(kind="keyed.bad", **options)
+            def bad(t: str) -> None: ...
+
+
+# -- rate per key ----------------------------------------------------------------------
+
+
+def test_a_rate_per_key_spends_each_key_s_starts_apart(app: venturi.App, db: Any) -> None:
+    @app.task(kind="rated.key", rate_limit="1/h", rate_key=lambda tenant, **_: tenant)
+    def rated(tenant: str, n: int) -> int:
+        return n
+
+    rated.delay_many([("a", 0), ("a", 1), ("b", 0)])
+
+    first = _claim(app, rated)
+    second = _claim(app, rated, worker="w:2")
+
+    assert len(first.jobs) == 2  # one start per key (burst 1 at 1/h)
+    assert second.jobs == []
+    assert db.scalar("SELECT count(*) FROM {{prefix}}_key_rates WHERE kind = 'rated.key'") == 2
+
+
+# -- shared limits ---------------------------------------------------------------------
+
+
+def test_kinds_sharing_a_limit_are_capped_together(app: venturi.App, db: Any) -> None:
+    app.limit("stripe", concurrency=3)
+
+    @app.task(kind="shared.charge", limits=["stripe"])
+    def charge(n: int) -> int:
+        return n
+
+    @app.task(kind="shared.refund", limits=["stripe"])
+    def refund(n: int) -> int:
+        return n
+
+    charge.delay_many([(n,) for n in range(5)])
+    refund.delay_many([(n,) for n in range(5)])
+
+    first = _claim(app, charge)
+    second = _claim(app, refund, worker="w:2")
+    third = _claim(app, charge, refund, worker="w:3")
+
+    assert len(first.jobs) == 3
+    assert second.jobs == [] and "shared.refund" in second.throttled
+    assert third.jobs == []
+    assert db.scalar("SELECT count(*) FROM {{prefix}}_jobs WHERE status = 'claimed'") == 3
+
+
+def test_a_shared_rate_is_spent_by_every_kind_naming_it(app: venturi.App, db: Any) -> None:
+    app.limit("api", rate="10/h")  # a burst of one
+
+    @app.task(kind="shared.one", limits=["api"])
+    def one() -> None: ...
+
+    @app.task(kind="shared.two", limits=["api"])
+    def two() -> None: ...
+
+    one.delay()
+    two.delay()
+    assert len(_claim(app, one, two).jobs) == 1
+    assert _claim(app, one, two).jobs == []
+
+
+def test_a_default_registry_task_naming_an_undeclared_limit_fails_at_worker_start(
+    app: venturi.App,
+) -> None:
+    @venturi.task(kind="shared.undeclared", limits=["later"])
+    def undeclared() -> None: ...
+
+    try:
+        with pytest.raises(ConfigurationError, match="later"):
+            drain(app, ["shared.undeclared"])
+        app.limit("later", concurrency=1)
+        drain(app, ["shared.undeclared"])
+    finally:
+        default_registry._tasks.pop("shared.undeclared")  # other tests' workers serve all
