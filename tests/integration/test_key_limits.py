@@ -226,3 +226,37 @@ def test_a_default_registry_task_naming_an_undeclared_limit_fails_at_worker_star
         drain(app, ["shared.undeclared"])
     finally:
         default_registry._tasks.pop("shared.undeclared")  # other tests' workers serve all
+
+
+# -- debounce --------------------------------------------------------------------------
+
+
+def test_a_debounced_burst_is_one_job_that_starts_a_debounce_after_the_last_enqueue(
+    app: venturi.App, db: Any
+) -> None:
+    @app.task(kind="debounced", dedup=lambda doc, **_: doc, debounce=timedelta(seconds=30))
+    def reindex(doc: str) -> None: ...
+
+    first = reindex.delay("d1")
+    start = db.scalar("SELECT visible_at - created_at FROM {{prefix}}_jobs")
+    assert timedelta(seconds=29) < start <= timedelta(seconds=30)
+    db.execute("UPDATE {{prefix}}_jobs SET visible_at = now() + interval '1 s'")
+    again = reindex.delay("d1")
+
+    assert again.id == first.id and again.merged
+    row = db.one("SELECT count(*) AS n, max(visible_at) - now() AS wait FROM {{prefix}}_jobs")
+    assert row["n"] == 1
+    assert timedelta(seconds=29) < row["wait"] <= timedelta(seconds=30)
+    assert drain(app, ["debounced"]) == []  # not due yet
+
+
+def test_debounce_needs_dedup_and_a_positive_delay(app: venturi.App) -> None:
+    for options, message in [
+        ({"debounce": 5}, "needs dedup"),
+        ({"debounce": 0, "dedup": lambda d, **_: d}, "positive"),
+        ({"debounce": "5s", "dedup": lambda d, **_: d}, "positive"),
+    ]:
+        with pytest.raises(ConfigurationError, match=message):
+
+            @app.task(kind="debounced.bad", **options)
+            def bad(d: str) -> None: ...

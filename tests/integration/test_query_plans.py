@@ -562,6 +562,7 @@ def test_merging_into_a_sibling_updates_it_by_primary_key(planner: Planner) -> N
         priority=0,
         expires_in=timedelta(minutes=10),
         expires_at=None,
+        debounce=timedelta(seconds=5),
         note="keep: absorbed 01J0000000000000000000000",
     )
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text

@@ -125,15 +125,18 @@ LIMIT 1
 FOR UPDATE
 
 -- name: merge_into_sibling :exec
--- The survivor keeps id, created_at and visible_at; it takes the new payload
--- (replace/combine) and the higher tier; the journal records the merge (ADR 10).
+-- The survivor keeps id, created_at and (without a debounce) visible_at; it takes
+-- the new payload (replace/combine) and the higher tier; the journal records the
+-- merge (ADR 10).
 -- Whatever the decision it takes the later of the two expiries, none (NULL, as
 -- infinity here) being the latest, so the absorbed call is served for as long
--- as it asked (ADR 0135).
+-- as it asked (ADR 0135). With a debounce (ADR 0138; NULL: none) the survivor's
+-- start moves to now + debounce instead, so a burst runs once, after it goes quiet.
 WITH merged AS (
     UPDATE {{prefix}}_jobs
     SET payload = coalesce(%(payload)s::jsonb, payload),
         priority = least(priority, %(priority)s::smallint),
+        visible_at = coalesce(clock_timestamp() + %(debounce)s::interval, visible_at),
         expires_at = nullif(greatest(
             coalesce(expires_at, 'infinity'),
             coalesce(%(expires_at)s::timestamptz, clock_timestamp() + %(expires_in)s::interval,
