@@ -17,7 +17,18 @@ from typing import Any, Final
 from venturi.errors import ConfigurationError, InvalidArgument
 from venturi.serialization import is_storable_text
 
-__all__ = ["MAX_CLAIM_KEY_BYTES", "claim_key", "parse_key_options", "validate_limit_name"]
+__all__ = [
+    "LINK_ERROR_HEADER",
+    "MAX_CLAIM_KEY_BYTES",
+    "callback_kind",
+    "claim_key",
+    "parse_key_options",
+    "validate_limit_name",
+]
+
+#: The job header naming a job's own failure callback (``link_error=``); read by the
+#: ``_on_dead`` trigger (V13).
+LINK_ERROR_HEADER: Final = "venturi-link-error"
 
 #: A claim key sits in ``_jobs_fair`` beside the kind, like a fair key.
 MAX_CLAIM_KEY_BYTES: Final = 255
@@ -138,6 +149,19 @@ def _debounce_option(value: object, values: Mapping[str, Any]) -> timedelta:
             "debounce needs dedup=, the function whose key tells which enqueues are one burst"
         )
     return delay
+
+
+def callback_kind(value: object) -> str:
+    """The kind of a failure callback given as a task or a signature (``handler.s()``);
+    the callback is enqueued with ``job_id``, ``kind`` and ``note`` only, so a signature
+    must carry no arguments of its own (``ConfigurationError`` otherwise)."""
+    task = getattr(value, "task", value)
+    if getattr(value, "args", ()) or getattr(value, "kwargs", None):
+        raise ConfigurationError(
+            f"a failure callback is called with job_id, kind and note only; "
+            f"give it without arguments (handler.s()), got {value!r}"
+        )
+    return str(_on_dead_option(task).kind)
 
 
 def _on_dead_option(value: object) -> Any:

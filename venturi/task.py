@@ -34,7 +34,7 @@ from venturi.context import Context
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
 from venturi.events import Events
 from venturi.ids import new_id
-from venturi.key_options import claim_key
+from venturi.key_options import LINK_ERROR_HEADER, callback_kind, claim_key
 from venturi.merge import Merge, MergeFunction, keep_existing, resolve_keep
 from venturi.options import (
     DEFAULT_BACKOFF,
@@ -118,6 +118,14 @@ class Task(Generic[P, R]):
                     self.kind,
                     option,
                 )
+        if options.on_dead is not None:
+            try:
+                options.on_dead.binding.bind((), {"job_id": "", "kind": "", "note": None})
+            except ArgumentsMismatch as exc:
+                raise ConfigurationError(
+                    f"on_dead of {self.kind!r}: {options.on_dead.kind!r} is enqueued with "
+                    f"job_id, kind and note; its handler must take them ({exc})"
+                ) from None
         #: The key function of a keyed task (ADR 0138); None: not keyed.
         self._claim_key = options.concurrency_key or options.rate_key
 
@@ -147,6 +155,7 @@ class Task(Generic[P, R]):
         dedup_key: str | int | None = None,
         connection: object | None = None,
         expires: datetime | timedelta | float | None = None,
+        link_error: Any = None,
     ) -> JobRef[R]:
         """Enqueue one call.
 
@@ -160,6 +169,9 @@ class Task(Generic[P, R]):
             expires: a timezone-aware time, or a positive timedelta (or seconds)
                 from now, instead of the task's ``expires``: a job not started by
                 then ends ``dead``, note ``expired``, and never runs (ADR 0135).
+            link_error: a task or its signature (``handler.s()``), enqueued with
+                ``job_id``, ``kind`` and ``note`` if this job ends ``dead``, instead
+                of the task's ``on_dead`` (ADR 0138).
 
         Raises ``ArgumentsMismatch``, ``InvalidPayload``, ``InvalidPriority``,
         ``InvalidDelay`` (all ``EnqueueError``), with nothing written.
@@ -173,6 +185,8 @@ class Task(Generic[P, R]):
             dedup_key=dedup_key,
             expires=expires,
         )
+        if link_error is not None:
+            job.headers = {**(job.headers or {}), LINK_ERROR_HEADER: callback_kind(link_error)}
         return self.with_source(self._write([job], connection))[0]
 
     def delay_many(

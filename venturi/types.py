@@ -521,6 +521,8 @@ class NewWorkflow:
     id: str
     steps: tuple[NewStep, ...]
     edges: tuple[NewEdge, ...]
+    #: The kind enqueued for each of its jobs that ends dead (``chain.on_error``, ADR 0138).
+    on_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ ROLES = (
     storage.Results,
     storage.Workflows,
     storage.Schema,
+    storage.Callbacks,
 )
 
 

@@ -76,7 +76,9 @@ def test_a_finished_job_frees_its_key_for_the_next_job_of_that_key_in_claim_orde
         [again] = _claim(app, task).jobs
         assert again.claim.job_id == job.claim.job_id
         order.append(again.payload)
-        db.execute("UPDATE {{prefix}}_jobs SET status = 'completed' WHERE id = %s", [job.claim.job_id])
+        db.execute(
+            "UPDATE {{prefix}}_jobs SET status = 'completed' WHERE id = %s", [job.claim.job_id]
+        )
     assert [o["n"] for o in order] == [9, 0, 1, 2], order
 
 
@@ -100,9 +102,7 @@ def test_a_recovered_claim_gives_its_key_back(app: venturi.App, db: Any) -> None
     assert again.claim.job_id == job.claim.job_id
 
 
-def test_a_cancel_request_holds_the_key_until_the_run_ends_and_a_cancel_of_a_pending_job_frees_its_turn(
-    app: venturi.App, db: Any
-) -> None:
+def test_a_cancel_request_holds_the_key_until_the_run_ends(app: venturi.App, db: Any) -> None:
     task = _keyed(app)
     first = task.delay("a", 0)
     second = task.delay("a", 1)
@@ -260,3 +260,87 @@ def test_debounce_needs_dedup_and_a_positive_delay(app: venturi.App) -> None:
 
             @app.task(kind="debounced.bad", **options)
             def bad(d: str) -> None: ...
+
+
+# -- on_dead ---------------------------------------------------------------------------
+
+
+def _with_callback(app: venturi.App) -> tuple[Any, Any]:
+    @app.task(kind="dead.handler")
+    def handler(job_id: str, kind: str, note: str | None) -> None: ...
+
+    @app.task(kind="dead.failing", on_dead=handler, max_failures=1)
+    def failing(n: int) -> None:
+        raise venturi.Fail("no such customer")
+
+    return handler, failing
+
+
+def _callbacks(db: Any) -> list[dict[str, Any]]:
+    return db.all(
+        "SELECT payload, status FROM {{prefix}}_jobs WHERE kind = 'dead.handler' ORDER BY id"
+    )
+
+
+def test_a_job_that_ends_dead_enqueues_its_on_dead_task_with_id_kind_and_note(
+    app: venturi.App, db: Any
+) -> None:
+    _, failing = _with_callback(app)
+    ref = failing.delay(1)
+    drain(app, ["dead.failing"])
+
+    [callback] = _callbacks(db)
+    assert callback["payload"]["job_id"] == ref.id
+    assert callback["payload"]["kind"] == "dead.failing"
+    assert "no such customer" in callback["payload"]["note"]
+    drain(app, ["dead.handler"])
+    assert db.scalar("SELECT status FROM {{prefix}}_jobs WHERE kind = 'dead.handler'") == (
+        "completed"
+    )
+
+
+def test_a_cancelled_pending_job_enqueues_its_callback_and_a_completed_one_does_not(
+    app: venturi.App, db: Any
+) -> None:
+    _, failing = _with_callback(app)
+    drain(app, ["dead.failing"])  # registers the callback, as a worker's start does
+    cancelled = failing.delay(1)
+    app.cancel(cancelled.id)
+    assert [c["payload"]["job_id"] for c in _callbacks(db)] == [cancelled.id]
+    drain(app, ["dead.handler"])
+    assert len(_callbacks(db)) == 1  # the callback's own completion enqueues nothing
+
+
+def test_link_error_and_chain_on_error_name_a_callback_per_job(app: venturi.App, db: Any) -> None:
+    handler, _ = _with_callback(app)
+
+    @app.task(kind="dead.plain", max_failures=1)
+    def plain(n: int) -> int:
+        if n < 0:
+            raise venturi.Fail("negative")
+        return n
+
+    linked = plain.apply_async((-1,), link_error=handler.s())
+    flow = venturi.chain(plain.s(1), plain.s()).on_error(handler)
+    flow_ref = flow.delay()
+    db.execute("UPDATE {{prefix}}_jobs SET payload = '{\"n\": -2}' WHERE workflow_id IS NOT NULL")
+    drain(app, ["dead.plain"])
+
+    ids = sorted(c["payload"]["job_id"] for c in _callbacks(db))
+    first_step = db.scalar("SELECT id FROM {{prefix}}_jobs WHERE workflow_id = %s", [flow_ref.id])
+    assert ids == sorted([linked.id, first_step])
+
+
+def test_on_dead_must_be_a_task_taking_job_id_kind_and_note(app: venturi.App) -> None:
+    @app.task(kind="dead.wrong")
+    def wrong(n: int) -> None: ...
+
+    with pytest.raises(ConfigurationError, match="job_id, kind and note"):
+
+        @app.task(kind="dead.bad", on_dead=wrong)
+        def bad() -> None: ...
+
+    with pytest.raises(ConfigurationError, match="must be a task"):
+
+        @app.task(kind="dead.bad2", on_dead=print)
+        def bad2() -> None: ...

@@ -1390,6 +1390,10 @@ WITH input AS (
     INSERT INTO {{prefix}}_edges (parent_id, child_id, position)
     SELECT * FROM unnest(%(edge_parents)s::text[], %(edge_children)s::text[],
                          %(edge_positions)s::int[])
+), on_error AS (
+    -- chain(...).on_error(handler.s()) (ADR 0138): read by the _on_dead trigger.
+    INSERT INTO {{prefix}}_workflow_callbacks (workflow_id, callback_kind)
+    SELECT %(workflow_id)s, %(on_error)s::text WHERE %(on_error)s::text IS NOT NULL
 )
 SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 
@@ -1553,6 +1557,26 @@ SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.hea
        (SELECT f.fair_key FROM {{prefix}}_fair_cursors AS f LIMIT 1) AS fair_cursor,
        j.expires_at,
        (SELECT r.next_start_at FROM {{prefix}}_key_rates AS r LIMIT 1) AS key_rate,
-       (SELECT s.next_start_at FROM {{prefix}}_shared_limits AS s LIMIT 1) AS shared_rate
+       (SELECT s.next_start_at FROM {{prefix}}_shared_limits AS s LIMIT 1) AS shared_rate,
+       (SELECT c.callback_kind FROM {{prefix}}_dead_callbacks AS c LIMIT 1) AS dead_callback
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
+
+-- =====================================================================================
+-- Callbacks (callbacks.py): what the _on_dead trigger (V13) enqueues (ADR 0138).
+-- =====================================================================================
+
+-- name: set_dead_callbacks :exec
+-- A worker's start: each served kind's callback kind, or none (NULL: deleted), so a
+-- callback removed from the code stops with the next deploy. In kind order.
+WITH given AS (
+    SELECT * FROM unnest(%(kinds)s::text[], %(callback_kinds)s::text[]) AS g(kind, callback_kind)
+), removed AS (
+    DELETE FROM {{prefix}}_dead_callbacks AS c
+    USING given AS g
+    WHERE c.kind = g.kind AND g.callback_kind IS NULL
+)
+INSERT INTO {{prefix}}_dead_callbacks AS c (kind, callback_kind)
+SELECT kind, callback_kind FROM given WHERE callback_kind IS NOT NULL ORDER BY kind
+ON CONFLICT (kind) DO UPDATE SET callback_kind = excluded.callback_kind
+WHERE c.callback_kind IS DISTINCT FROM excluded.callback_kind
