@@ -13,22 +13,46 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from venturi.errors import ConfigurationError
+from venturi.backend import Backend
+from venturi.errors import ConfigurationError, InvalidArgument
 from venturi.key_options import validate_limit_name
 from venturi.options import TaskOptions, parse_rate_limit
-from venturi.types import RateLimit, SharedLimit
+from venturi.runtime.claim_plan import kind_limits
+from venturi.types import KeyOccupancy, KindLimits, RateLimit, SharedLimit
 
 __all__ = ["SharedLimits"]
 
 
 class SharedLimits:
-    """The shared limits of an App, by name, as declared (the kinds come from its tasks)."""
+    """The shared limits of an App, by name, as declared (the kinds come from its tasks),
+    and what the operator reads of limits: those in force per kind, the busiest keys."""
 
     #: name -> (concurrency, rate); set by ``App.__init__``.
     _declared_limits: dict[str, tuple[int | None, RateLimit | None]]
 
     def tasks(self) -> Mapping[str, Any]:
         raise NotImplementedError  # App's
+
+    @property
+    def backend(self) -> Backend:
+        raise NotImplementedError  # App's
+
+    def limits_of(self, kind: str) -> KindLimits:
+        """The limits across workers a kind's task declares (``global_concurrency``,
+        ``rate_limit`` and ``rate_key``, ``key_concurrency``, its shared limits with
+        their values): what its claims are held to. ``InvalidArgument`` for a kind no
+        task declares; ``ConfigurationError`` when it names an undeclared shared limit."""
+        task = self.tasks().get(kind)
+        if task is None:
+            raise InvalidArgument(f"no task declares kind {kind!r}")
+        return kind_limits(task, self.shared_limits())
+
+    def key_occupancy(self, kind: str, *, limit: int = 10) -> list[KeyOccupancy]:
+        """The busiest keys of a keyed kind (``concurrency_key=`` or ``rate_key=``): at
+        most ``limit`` (1-1000), most running first, then most pending."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidArgument(f"limit must be an integer from 1 to 1000, got {limit!r}")
+        return self.backend.key_occupancy(kind, limit=limit)
 
     def limit(self, name: str, *, concurrency: int | None = None, rate: str | None = None) -> None:
         """Declare the shared limit ``name``: at most ``concurrency`` jobs claimed at once

@@ -20,7 +20,7 @@ from venturi.cursor import Cursor, decode_cursor, encode_cursor
 
 __all__ = [
     "AppliedMigration", "Claim", "ClaimFloor", "ClaimedJob", "Cursor", "Finished", "JobDetail",
-    "JobRow", "JobSummary", "JournalEntry", "KindLimits", "KindStats", "Leader",
+    "JobRow", "JobSummary", "JournalEntry", "KeyOccupancy", "KindLimits", "KindStats", "Leader",
     "LimitedClaim", "MergeAction", "MergeDecision", "MergeResolver", "MinuteCounts", "NewEdge",
     "NewJob", "NewStep", "NewWorkflow", "Outcome", "OutcomeKind", "Page", "Priority", "RateLimit",
     "Renewal", "SharedLimit", "Stats", "Status", "StepState", "StoredResult", "SummaryPage",
@@ -420,6 +420,16 @@ class SharedLimit:
     kinds: tuple[str, ...]
     concurrency: int | None = None
     rate: RateLimit | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyOccupancy:
+    """One key of a keyed kind (ADR 0138): its jobs claimed now (the slots it holds)
+    and its pending jobs."""
+
+    key: str
+    running: int
+    pending: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ ROLES = (
     storage.Workflows,
     storage.Schema,
     storage.Callbacks,
+    storage.Keys,
 )
 
 

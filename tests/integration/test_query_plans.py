@@ -1443,6 +1443,17 @@ def test_the_claim_pools_generic_plan_of_the_keyed_claim_is_as_good(fair: Planne
     _assert_keyed_claim_reads_keys_and_slots_only(fair, plan)
 
 
+def test_the_key_occupancy_reads_the_kind_s_claimed_and_keyed_pending_rows_only(
+    fair: Planner,
+) -> None:
+    plan = fair.explain("key_occupancy", kind=FAIR_KIND, limit=20)
+    assert {n.get("Index Name") for n in plan.table_reads(fair.jobs)} == {
+        fair.index("_jobs_history"),
+        fair.index("_jobs_fair"),
+    }, plan.text
+    assert plan.seq_scans(fair.jobs) == [], plan.text
+
+
 @pytest.mark.parametrize(
     ("name", "params"),
     [

@@ -8,7 +8,8 @@ time, wake-ups and roles (``Coordination``), the App's operator methods read
 and change jobs (``Operator``), workers keep the registry (``Workers``),
 result waiters read outcomes (``Results``), workflows are written and read
 (``Workflows``), and the App runs migrations and the start check and closes
-(``Schema``); workers register failure callbacks (``Callbacks``). ``Backend``
+(``Schema``); workers register failure callbacks (``Callbacks``), and the operator reads
+the keys of keyed kinds (``Keys``). ``Backend``
 is their union: what an adapter implements and what the App holds.
 ``queries.sql`` and the PostgreSQL adapter's modules follow the same roles in
 the same order.
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from venturi.backend.callbacks import Callbacks
+from venturi.backend.callbacks import Callbacks, Keys
 from venturi.backend.coordination import Coordination, Leadership, Listener
 from venturi.backend.fleet import Workers
 from venturi.backend.jobs import CAP_RECHECK, Claims, Enqueue, Leases
@@ -45,6 +46,7 @@ __all__ = [
     "Claims",
     "Coordination",
     "Enqueue",
+    "Keys",
     "Leadership",
     "Leases",
     "Listener",
@@ -67,6 +69,7 @@ class Backend(
     Workflows,
     Schema,
     Callbacks,
+    Keys,
     Protocol,
 ):
     """Every role: what a storage adapter implements and what the App holds.

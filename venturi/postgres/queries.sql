@@ -1563,7 +1563,8 @@ FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 
 -- =====================================================================================
--- Callbacks (callbacks.py): what the _on_dead trigger (V13) enqueues (ADR 0138).
+-- Callbacks and Keys (callbacks.py): what the _on_dead trigger (V13) enqueues, and
+-- the keys of keyed kinds (ADR 0138).
 -- =====================================================================================
 
 -- name: set_dead_callbacks :exec
@@ -1580,3 +1581,23 @@ INSERT INTO {{prefix}}_dead_callbacks AS c (kind, callback_kind)
 SELECT kind, callback_kind FROM given WHERE callback_kind IS NOT NULL ORDER BY kind
 ON CONFLICT (kind) DO UPDATE SET callback_kind = excluded.callback_kind
 WHERE c.callback_kind IS DISTINCT FROM excluded.callback_kind
+
+-- name: key_occupancy :many
+-- The dashboard's busiest keys of a keyed kind (ADR 0138): its claimed rows by
+-- (status, kind) in _jobs_history, its pending keyed rows from _jobs_fair (an
+-- index-only scan of the kind's pending keyed rows: a dashboard read, cached).
+SELECT key, sum(running) AS running, sum(pending) AS pending
+FROM (
+    SELECT fair_key AS key, count(*) AS running, 0 AS pending
+    FROM {{prefix}}_jobs
+    WHERE status = 'claimed' AND kind = %(kind)s AND fair_key IS NOT NULL
+    GROUP BY fair_key
+    UNION ALL
+    SELECT fair_key, 0, count(*)
+    FROM {{prefix}}_jobs
+    WHERE status = 'pending' AND kind = %(kind)s AND fair_key IS NOT NULL
+    GROUP BY fair_key
+) AS per_status
+GROUP BY key
+ORDER BY sum(running) DESC, sum(pending) DESC, key
+LIMIT %(limit)s
