@@ -545,6 +545,12 @@ def task(
     rate_limit: str | None = None,
     fair_key: Callable[..., str] | None = None,
     expires: timedelta | float | None = None,
+    concurrency_key: Callable[..., str | int] | None = None,
+    key_concurrency: int | None = None,
+    rate_key: Callable[..., str | int] | None = None,
+    limits: Sequence[str] = (),
+    debounce: timedelta | float | None = None,
+    on_dead: Task[Any, Any] | None = None,
 ) -> TaskDecorator: ...
 def task(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a handler in the default registry (``@task`` or ``@task(...)``).
