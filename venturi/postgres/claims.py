@@ -212,7 +212,7 @@ class ClaimVerbs(Store):
         A keyed kind that comes back short (its free keys had fewer jobs than asked)
         is left out of requests for ``CAP_RECHECK``: a key freed by another worker
         sends no notification, and its visible jobs would otherwise end the idle
-        wait at once (the worker clears it when a job of the kind ends here)."""
+        wait at once (the worker clears it once it writes an outcome of the kind)."""
         rows: list[dict[str, Any]] = []
         for kind in kinds:
             spec = limits[kind]

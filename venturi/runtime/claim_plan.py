@@ -115,8 +115,9 @@ class ClaimPlan:
         return kind in self._caps
 
     def ended(self, kind: str) -> None:
-        """A job of ``kind`` ended here: a keyed kind left out of requests because its
-        free keys were drained (ADR 0138) may have a key free again, so ask at once."""
+        """A job of ``kind`` claimed here had its outcome written: a keyed kind left out of
+        requests because its free keys were drained (ADR 0138) has a key free again, so
+        ask at once."""
         if kind in self.limits and self.limits[kind].is_keyed:
             self._throttled_until.pop(kind, None)
 
