@@ -169,7 +169,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--delays", type=int, default=2000)
     parser.add_argument("--unused", action="store_true")
+    parser.add_argument("--variants", default=None, help="names separated by ; (default: all)")
     args = parser.parse_args()
+    if args.variants:
+        for name in set(VARIANTS) - {"plain", *args.variants.split(";")}:
+            del VARIANTS[name]
     url = database_url(args.database_url)
     if args.unused:
         sys.stdout.write(json.dumps(unused(url, args.delays, args.jobs)) + "\n")
