@@ -344,3 +344,29 @@ def test_on_dead_must_be_a_task_taking_job_id_kind_and_note(app: venturi.App) ->
 
         @app.task(kind="dead.bad2", on_dead=print)
         def bad2() -> None: ...
+
+
+# -- composition -----------------------------------------------------------------------
+
+
+def test_a_per_key_cap_composes_with_a_global_cap_and_a_shared_limit(
+    app: venturi.App, db: Any
+) -> None:
+    app.limit("partner", concurrency=4)
+    task = _keyed(app, n=2, kind="keyed.composed", global_concurrency=3, limits=["partner"])
+    task.delay_many([(tenant, n) for n in range(4) for tenant in ("a", "b", "c")])
+
+    first = _claim(app, task, limit=8)
+    assert len(first.jobs) == 3  # the global cap, under the shared limit's 4
+    assert max(Counter(_key(db, j) for j in first.jobs).values()) <= 2
+    assert _claim(app, task, limit=8, worker="w:2").jobs == []
+
+
+def test_an_aged_job_of_a_busy_key_still_waits_for_its_key(app: venturi.App, db: Any) -> None:
+    task = _keyed(app, kind="keyed.aged")
+    task.delay_many([("a", 0), ("a", 1), ("b", 0)])
+    db.execute("UPDATE {{prefix}}_jobs SET visible_at = visible_at - interval '1 hour'")
+    assert app.backend.promote_waiting(["keyed.aged"], age_after=timedelta(minutes=5), limit=10)
+    claimed = _claim(app, task, limit=8).jobs
+    assert sorted(_key(db, j) for j in claimed) == ["a", "b"]
+    assert all(j.priority is venturi.Priority.HIGH for j in claimed)
