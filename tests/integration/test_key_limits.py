@@ -370,3 +370,26 @@ def test_an_aged_job_of_a_busy_key_still_waits_for_its_key(app: venturi.App, db:
     claimed = _claim(app, task, limit=8).jobs
     assert sorted(_key(db, j) for j in claimed) == ["a", "b"]
     assert all(j.priority is venturi.Priority.HIGH for j in claimed)
+
+
+def test_every_way_to_dead_enqueues_the_callback_once(app: venturi.App, db: Any) -> None:
+    """cancel_matching, a recovery at the backstop, an expiry: the trigger sees them all."""
+    _, failing = _with_callback(app)
+    drain(app, ["dead.failing"])
+    bulk = [failing.delay(n) for n in range(3)]
+    app.cancel_matching(kind="dead.failing")
+    stale = failing.delay(9)
+    [job] = _claim(app, failing).jobs
+    db.execute(
+        "UPDATE {{prefix}}_jobs SET claim_expires_at = now() - interval '1 s' WHERE id = %s",
+        [stale.id],
+    )
+    app.backend.recover_stale(limit=10, max_failures={"dead.failing": 1}, default_max_failures=1)
+    expired = failing.apply_async((10,), expires=timedelta(milliseconds=1))
+    db.execute("SELECT pg_sleep(0.01)")
+    drain(app, ["dead.failing"])
+
+    callbacks = {c["payload"]["job_id"]: c["payload"]["note"] for c in _callbacks(db)}
+    assert set(callbacks) == {*(r.id for r in bulk), job.claim.job_id, expired.id}
+    assert callbacks[expired.id] == "expired"
+    assert "max_failures" in callbacks[job.claim.job_id]
