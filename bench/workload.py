@@ -96,6 +96,8 @@ def drop_prefix(conn: psycopg.Connection[Any], prefix: str) -> None:
     ).fetchall()
     for (table,) in rows:
         conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+    for function in ("enqueue_on_dead", "new_id"):  # V13's (ADR 0138)
+        conn.execute(f'DROP FUNCTION IF EXISTS "{prefix}_{function}"()')
 
 
 def noop_payload(n: int) -> dict[str, int]:

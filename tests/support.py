@@ -52,6 +52,11 @@ def drop_prefix_tables(conn: psycopg.Connection[Any], prefix: str) -> None:
     if tables:
         names = sql.SQL(", ").join(sql.Identifier(table) for table in tables)
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(names))
+    # V13's functions (its trigger goes with the jobs table).
+    for function in ("enqueue_on_dead", "new_id"):
+        conn.execute(
+            sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(f"{prefix}_{function}"))
+        )
 
 
 def drop_prefix(database_url: str, prefix: str) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
+from venturi.app_limits import SharedLimits
 from venturi.backend import Backend
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound, WorkflowNotFound
@@ -83,7 +84,7 @@ def _status(value: Status | str | None) -> Status | None:
         raise InvalidArgument(f"unknown status {value!r}; use one of {allowed}") from None
 
 
-class App(ReadRouting):
+class App(ReadRouting, SharedLimits):
     """One queue: a database (URL or embedded server), a prefix, and tasks.
 
     Options:
@@ -141,6 +142,7 @@ class App(ReadRouting):
         self.direct_url = direct_url
         self.transaction_pooling = transaction_pooling
         self.registry: Registry[Task[Any, Any]] = Registry()
+        self._declared_limits = {}
         self._schedules: list[Schedule] = []
         self._backend = backend
         self._backend_lock = threading.Lock()
@@ -248,7 +250,9 @@ class App(ReadRouting):
         self, fn: Callable[..., Any] | None = None, /, **options: Any
     ) -> Task[Any, Any] | TaskDecorator:
         """Register a task on this App only (``@venturi.task`` registers on every App)."""
-        decorator = TaskDecorator(TaskOptions.parse(**options), registry=self.registry, app=self)
+        parsed = TaskOptions.parse(**options)
+        self._check_limits_declared(parsed)
+        decorator = TaskDecorator(parsed, registry=self.registry, app=self)
         return decorator(fn) if fn is not None else decorator
 
     def tasks(self) -> Mapping[str, Task[Any, Any]]:

@@ -32,13 +32,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from venturi.types import MergeAction, MergeDecision
+from venturi.errors import EnqueueError
+from venturi.serialization import decode_json
+from venturi.types import MergeAction, MergeDecision, MergeResolver
 
 __all__ = [
     "Merge",
     "MergeFunction",
     "keep_existing",
     "resolve_keep",
+    "resolver",
 ]
 
 
@@ -93,3 +96,31 @@ def resolve_keep(existing: Mapping[str, Any]) -> MergeDecision:
 
 
 _KEEP_DECISION = MergeDecision(MergeAction.KEEP)
+
+
+def resolver(
+    merge: MergeFunction, payload: str, kind: str, encode_combined: Callable[[Any], str]
+) -> MergeResolver:
+    """What the backend calls, under its dedup lock, with the sibling's stored payload:
+    ``merge``'s answer for ``payload`` (the incoming job of ``kind``) as a decision.
+
+    A combined payload is encoded by ``encode_combined`` (the task's binding), so it is
+    checked as the task's own payloads are.
+    """
+    if merge is keep_existing:
+        return resolve_keep
+
+    def resolve(existing: Mapping[str, Any]) -> MergeDecision:
+        decision = merge(dict(existing), decode_json(payload))
+        if not isinstance(decision, Merge):
+            raise EnqueueError(
+                f"the merge function of {kind!r} returned {decision!r}; return "
+                "Merge.keep(), Merge.replace(), Merge.combine(payload) or Merge.independent()"
+            )
+        if decision.action is MergeAction.REPLACE:
+            return MergeDecision(MergeAction.REPLACE, payload)
+        if decision.action is MergeAction.COMBINE:
+            return MergeDecision(MergeAction.COMBINE, encode_combined(decision.payload))
+        return MergeDecision(decision.action)
+
+    return resolve

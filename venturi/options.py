@@ -32,6 +32,7 @@ from venturi.errors import (
     InvalidPayload,
     InvalidPriority,
 )
+from venturi.key_options import parse_key_options
 from venturi.merge import MergeFunction, keep_existing
 from venturi.serialization import is_storable_text
 from venturi.types import Priority, RateLimit
@@ -114,6 +115,16 @@ class TaskOptions:
             of its countdown): a job not started by then ends ``dead``, note
             ``expired``, and never runs (ADR 0135). A call's ``expires=``
             replaces it. ``None`` (default): jobs never expire.
+        concurrency_key: ``f(**arguments) -> str | int``: the key (a tenant, an
+            account) ``key_concurrency`` counts by (ADR 0138); called like ``dedup``.
+        key_concurrency: at most this many jobs of one key claimed at once across
+            every worker of the prefix (default 1 with ``concurrency_key``).
+        rate_key: ``f(**arguments) -> str | int``: ``rate_limit`` holds per key.
+        limits: names of shared limits (``app.limit(name, ...)``) the jobs count against.
+        debounce: with ``dedup``, an enqueue merging into a pending sibling moves its
+            start to now + ``debounce`` (and a new job starts ``debounce`` from now).
+        on_dead: a task enqueued with ``job_id``, ``kind`` and ``note`` when a job of
+            this task ends ``dead``, in the transaction that records the death.
     """
 
     kind: str | None = None
@@ -132,6 +143,12 @@ class TaskOptions:
     rate_limit: RateLimit | None = None
     fair_key: Callable[..., object] | None = None
     expires: timedelta | None = None
+    concurrency_key: Callable[..., object] | None = None
+    key_concurrency: int | None = None
+    rate_key: Callable[..., object] | None = None
+    limits: tuple[str, ...] = ()
+    debounce: timedelta | None = None
+    on_dead: Any = None
 
     @classmethod
     def parse(cls, **options: Any) -> TaskOptions:
@@ -180,6 +197,7 @@ class TaskOptions:
             values["rate_limit"] = parse_rate_limit(options["rate_limit"])
         if options.get("fair_key") is not None:
             values["fair_key"] = _fair_key_option(options["fair_key"], values)
+        parse_key_options(options, values)
         if options.get("schedule") is not None:
             values["schedule"] = _schedule_option(
                 options["schedule"], values.get("timezone", "UTC")
@@ -338,21 +356,25 @@ def validate_fair_key(value: object, kind: str) -> str:
 
 
 def check_fair_key_fits(
-    fair_key: Callable[..., object], parameters: Sequence[inspect.Parameter], kind: str
+    fair_key: Callable[..., object],
+    parameters: Sequence[inspect.Parameter],
+    kind: str,
+    option: str = "fair_key",
 ) -> None:
-    """At decoration: ``fair_key`` must accept, by name, every argument the handler's
-    calls can pass it (``ConfigurationError`` naming what it must accept otherwise)."""
+    """At decoration: ``fair_key`` (or the key function ``option`` names) must accept,
+    by name, every argument the handler's calls can pass it (``ConfigurationError``
+    naming what it must accept otherwise)."""
     try:
         accepted = inspect.signature(fair_key)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(
-            f"cannot read the signature of fair_key {fair_key!r}: {exc}"
+            f"cannot read the signature of {option} {fair_key!r}: {exc}"
         ) from exc
     names = [p.name for p in parameters if p.kind is not p.VAR_KEYWORD]
     takes_extras = any(p.kind is p.VAR_KEYWORD for p in parameters)
     wanted = f"({', '.join([*names, '**_'] if takes_extras else names)})"
     hint = (
-        f"fair_key of {kind!r} is called with the handler's arguments by name, "
+        f"{option} of {kind!r} is called with the handler's arguments by name, "
         f"{wanted}; accept them, e.g. lambda {', '.join([*names[:1], '**_'])}: ..."
     )
     try:
@@ -360,7 +382,7 @@ def check_fair_key_fits(
     except TypeError as exc:
         raise ConfigurationError(f"{hint} ({exc})") from None
     if takes_extras and not any(p.kind is p.VAR_KEYWORD for p in accepted.parameters.values()):
-        raise ConfigurationError(f"{hint} (the handler takes **kwargs, so fair_key must too)")
+        raise ConfigurationError(f"{hint} (the handler takes **kwargs, so {option} must too)")
 
 
 def to_timedelta(value: object) -> timedelta | None:

@@ -34,7 +34,8 @@ from venturi.context import Context
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
 from venturi.events import Events
 from venturi.ids import new_id, new_ids
-from venturi.merge import Merge, MergeFunction, keep_existing, resolve_keep
+from venturi.key_options import LINK_ERROR_HEADER, callback_kind, claim_key
+from venturi.merge import MergeFunction, keep_existing, resolver
 from venturi.options import (
     DEFAULT_BACKOFF,
     DEFAULT_LEASE,
@@ -51,8 +52,7 @@ from venturi.options import (
 )
 from venturi.refs import JobRef, ResultSource
 from venturi.registry import AppLike, Registry, current_app
-from venturi.serialization import decode_json
-from venturi.types import MergeAction, MergeDecision, MergeResolver, NewJob, Priority
+from venturi.types import NewJob, Priority
 from venturi.workflows import Enqueuer, Signature
 
 __all__ = ["EagerHook", "Task", "TaskDecorator", "default_registry", "eager_session", "task"]
@@ -108,13 +108,25 @@ class Task(Generic[P, R]):
                 f"task {self.kind!r} has a schedule, so it is enqueued without arguments, but "
                 f"its handler requires {', '.join(sorted(self.binding.required))}"
             )
-        if options.fair_key is not None:
-            parameters = list(inspect.signature(fn).parameters.values())
-            check_fair_key_fits(
-                options.fair_key,
-                parameters[1:] if self.binding.takes_context else parameters,
-                self.kind,
-            )
+        parameters = list(inspect.signature(fn).parameters.values())
+        for option in ("fair_key", "concurrency_key", "rate_key"):
+            if getattr(options, option) is not None:
+                check_fair_key_fits(
+                    getattr(options, option),
+                    parameters[1:] if self.binding.takes_context else parameters,
+                    self.kind,
+                    option,
+                )
+        if options.on_dead is not None:
+            try:
+                options.on_dead.binding.bind((), {"job_id": "", "kind": "", "note": None})
+            except ArgumentsMismatch as exc:
+                raise ConfigurationError(
+                    f"on_dead of {self.kind!r}: {options.on_dead.kind!r} is enqueued with "
+                    f"job_id, kind and note; its handler must take them ({exc})"
+                ) from None
+        #: The key function of a keyed task (ADR 0138); None: not keyed.
+        self._claim_key = options.concurrency_key or options.rate_key
 
     def __repr__(self) -> str:
         return f"<Task {self.kind}>"
@@ -142,6 +154,7 @@ class Task(Generic[P, R]):
         dedup_key: str | int | None = None,
         connection: object | None = None,
         expires: datetime | timedelta | float | None = None,
+        link_error: Any = None,
     ) -> JobRef[R]:
         """Enqueue one call.
 
@@ -155,6 +168,9 @@ class Task(Generic[P, R]):
             expires: a timezone-aware time, or a positive timedelta (or seconds)
                 from now, instead of the task's ``expires``: a job not started by
                 then ends ``dead``, note ``expired``, and never runs (ADR 0135).
+            link_error: a task or its signature (``handler.s()``), enqueued with
+                ``job_id``, ``kind`` and ``note`` if this job ends ``dead``, instead
+                of the task's ``on_dead`` (ADR 0138).
 
         Raises ``ArgumentsMismatch``, ``InvalidPayload``, ``InvalidPriority``,
         ``InvalidDelay`` (all ``EnqueueError``), with nothing written.
@@ -168,6 +184,8 @@ class Task(Generic[P, R]):
             dedup_key=dedup_key,
             expires=expires,
         )
+        if link_error is not None:
+            job.headers = {**(job.headers or {}), LINK_ERROR_HEADER: callback_kind(link_error)}
         return self.with_source(self._write([job], connection))[0]
 
     def delay_many(
@@ -197,10 +215,14 @@ class Task(Generic[P, R]):
     ) -> Iterator[list[NewJob]]:
         """``items`` as validated batches; the caller writes each before asking for the next,
         so the items of the batches yielded so far are the ones already enqueued."""
-        # Without a dedup or fair key function every job of the call gets the task's
+        # Without a dedup, fair key or claim key function every job of the call gets the task's
         # defaults, so only the payloads are made per item, and the jobs per batch,
         # their ids in one go (``_plain_jobs``): the jobs ``new_job`` would make.
-        plain = self.options.dedup is None and self.options.fair_key is None
+        plain = (
+            self.options.dedup is None
+            and self.options.fair_key is None
+            and self._claim_key is None
+        )
         build = self._payload_from_item if plain else self._new_job_from_item
         batch: list[Any] = []
         for index, item in enumerate(items):
@@ -338,6 +360,8 @@ class Task(Generic[P, R]):
         payload = binding.encode_payload(arguments)
         tier = options.priority if priority is None else validate_priority(priority)
         delay, eta = validate_delay(countdown, eta)
+        if options.debounce is not None and countdown is None and eta is None:
+            delay = options.debounce  # a burst's first job waits too (ADR 0138)
         expires_in, expires_at = validate_expires(
             expires, default=options.expires, delay=delay, eta=eta
         )
@@ -349,11 +373,15 @@ class Task(Generic[P, R]):
             )
         else:
             key = None
-        fair_key = (
-            None
-            if options.fair_key is None
-            else validate_fair_key(options.fair_key(**binding.with_defaults(arguments)), self.kind)
-        )
+        if options.fair_key is not None:
+            fair_key = validate_fair_key(
+                options.fair_key(**binding.with_defaults(arguments)), self.kind
+            )
+        elif self._claim_key is not None:
+            # A keyed kind's key is stored where a fair kind's is (ADR 0138).
+            fair_key = claim_key(self._claim_key, binding.with_defaults(arguments), self.kind)
+        else:
+            fair_key = None
         return NewJob(
             id=new_id(),
             kind=self.kind,
@@ -362,34 +390,16 @@ class Task(Generic[P, R]):
             delay=delay,
             eta=eta,
             dedup_key=key,
-            merge=self._resolver(payload) if key is not None else None,
+            merge=(
+                resolver(self.options.merge, payload, self.kind, self.binding.encode_combined)
+                if key is not None
+                else None
+            ),
             fair_key=fair_key,
             expires_in=expires_in,
             expires_at=expires_at,
+            debounce=options.debounce if key is not None else None,
         )
-
-    def _resolver(self, payload: str) -> MergeResolver:
-        """The closure the backend calls, under its dedup lock, with the sibling's payload."""
-        merge = self.options.merge
-        if merge is keep_existing:
-            return resolve_keep
-
-        def resolve(existing: Mapping[str, Any]) -> MergeDecision:
-            decision = merge(dict(existing), decode_json(payload))
-            if not isinstance(decision, Merge):
-                raise EnqueueError(
-                    f"the merge function of {self.kind!r} returned {decision!r}; return "
-                    "Merge.keep(), Merge.replace(), Merge.combine(payload) or Merge.independent()"
-                )
-            if decision.action is MergeAction.REPLACE:
-                return MergeDecision(MergeAction.REPLACE, payload)
-            if decision.action is MergeAction.COMBINE:
-                return MergeDecision(
-                    MergeAction.COMBINE, self.binding.encode_combined(decision.payload)
-                )
-            return MergeDecision(decision.action)
-
-        return resolve
 
     # -- async enqueue (ADR 0122) ----------------------------------------------------
 
@@ -552,6 +562,12 @@ def task(
     rate_limit: str | None = None,
     fair_key: Callable[..., str] | None = None,
     expires: timedelta | float | None = None,
+    concurrency_key: Callable[..., str | int] | None = None,
+    key_concurrency: int | None = None,
+    rate_key: Callable[..., str | int] | None = None,
+    limits: Sequence[str] = (),
+    debounce: timedelta | float | None = None,
+    on_dead: Task[Any, Any] | None = None,
 ) -> TaskDecorator: ...
 def task(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a handler in the default registry (``@task`` or ``@task(...)``).

@@ -161,6 +161,7 @@ def drain(
         kinds=served,
         worker_id=worker_id(),
         result_max_bytes=app.result_max_bytes,
+        shared_limits=app.shared_limits(),
     )
     request = runner.plan.request(free=1, running={}, is_renewed=False)
     assert request is not None  # one free slot, nothing running: every kind has room

@@ -20,10 +20,10 @@ from venturi.cursor import Cursor, decode_cursor, encode_cursor
 
 __all__ = [
     "AppliedMigration", "Claim", "ClaimFloor", "ClaimedJob", "Cursor", "Finished", "JobDetail",
-    "JobRow", "JobSummary", "JournalEntry", "KindLimits", "KindStats", "Leader",
+    "JobRow", "JobSummary", "JournalEntry", "KeyOccupancy", "KindLimits", "KindStats", "Leader",
     "LimitedClaim", "MergeAction", "MergeDecision", "MergeResolver", "MinuteCounts", "NewEdge",
     "NewJob", "NewStep", "NewWorkflow", "Outcome", "OutcomeKind", "Page", "Priority", "RateLimit",
-    "Renewal", "Stats", "Status", "StepState", "StoredResult", "SummaryPage",
+    "Renewal", "SharedLimit", "Stats", "Status", "StepState", "StoredResult", "SummaryPage",
     "Throughput", "WorkerInfo", "WorkerRegistration", "Workflow", "WorkflowStep",
     "WorkflowSummary", "decode_cursor", "encode_cursor",
 ]
@@ -116,6 +116,8 @@ class NewJob:
     fair_key: str | None = None
     expires_in: timedelta | None = None
     expires_at: datetime | None = None
+    #: A merge into a pending sibling moves its start to now + this (ADR 0138).
+    debounce: timedelta | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +398,38 @@ class KindLimits:
 
     global_concurrency: int | None = None
     rate_limit: RateLimit | None = None
+    #: At most this many claimed jobs per key of the kind (ADR 0138); None: no per-key cap.
+    key_concurrency: int | None = None
+    #: ``rate_limit`` holds per key rather than for the kind (``rate_key=``, ADR 0138).
+    rate_per_key: bool = False
+    #: The shared limits the kind's jobs count against (``app.limit``, ADR 0138).
+    shared: tuple[SharedLimit, ...] = ()
+
+    @property
+    def is_keyed(self) -> bool:
+        """Claimed by key (``claim_keyed_jobs``): a per-key cap or a per-key rate."""
+        return self.key_concurrency is not None or self.rate_per_key
+
+
+@dataclass(frozen=True, slots=True)
+class SharedLimit:
+    """A limit several kinds share (``app.limit(name, ...)``, ADR 0138): at most
+    ``concurrency`` jobs of ``kinds`` claimed at once, at most ``rate`` starts of them."""
+
+    name: str
+    kinds: tuple[str, ...]
+    concurrency: int | None = None
+    rate: RateLimit | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyOccupancy:
+    """One key of a keyed kind (ADR 0138): its jobs claimed now (the slots it holds)
+    and its pending jobs."""
+
+    key: str
+    running: int
+    pending: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,6 +531,8 @@ class NewWorkflow:
     id: str
     steps: tuple[NewStep, ...]
     edges: tuple[NewEdge, ...]
+    #: The kind enqueued for each of its jobs that ends dead (``chain.on_error``, ADR 0138).
+    on_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

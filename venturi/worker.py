@@ -264,6 +264,7 @@ class Worker:
                 events=self.app.events,
                 age_after=self.app.age_after,
                 result_max_bytes=self.app.result_max_bytes,
+                shared_limits=self.app.shared_limits(),
             )
         return self._runner
 

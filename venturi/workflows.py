@@ -38,6 +38,7 @@ from ulid import ULID
 
 from venturi.binding import Binding
 from venturi.errors import ArgumentsMismatch, ConfigurationError
+from venturi.key_options import callback_kind
 from venturi.options import TaskOptions
 from venturi.refs import JobRef, ResultSource
 from venturi.serialization import encode_json
@@ -249,6 +250,14 @@ class Chain(_Chainable):
     members' results, in order. Build it with ``chain(...)``."""
 
     steps: tuple[Canvas, ...]
+    #: The kind enqueued when one of its steps' jobs ends dead (``on_error``, ADR 0138).
+    error_callback: str | None = None
+
+    def on_error(self, callback: Any) -> Chain:
+        """This chain, with ``callback`` (a task or ``handler.s()``) enqueued with
+        ``job_id``, ``kind`` and ``note`` for each of its jobs that ends ``dead``, in
+        the transaction that records the death (ADR 0138)."""
+        return replace(self, error_callback=callback_kind(callback))
 
     def delay(self) -> WorkflowRef:
         return _enqueue_workflow(self)
@@ -348,6 +357,8 @@ class WorkflowWriter(Protocol):
 
 def _enqueue_workflow(canvas: Canvas) -> WorkflowRef:
     workflow, outputs, is_list, tasks = _compile(canvas)
+    if isinstance(canvas, Chain) and canvas.error_callback is not None:
+        workflow = replace(workflow, on_error=canvas.error_callback)
     enqueuer = _one_enqueuer(tasks)
     if not isinstance(enqueuer, WorkflowWriter):
         raise ConfigurationError(f"{type(enqueuer).__qualname__} cannot write workflows")

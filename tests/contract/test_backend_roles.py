@@ -51,6 +51,8 @@ ROLES = (
     storage.Results,
     storage.Workflows,
     storage.Schema,
+    storage.Callbacks,
+    storage.Keys,
 )
 
 

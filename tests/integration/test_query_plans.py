@@ -563,6 +563,7 @@ def test_merging_into_a_sibling_updates_it_by_primary_key(planner: Planner) -> N
         priority=0,
         expires_in=timedelta(minutes=10),
         expires_at=None,
+        debounce=timedelta(seconds=5),
         note="keep: absorbed 01J0000000000000000000000",
     )
     assert plan.index_scans(planner.index("_jobs_pkey")), plan.text
@@ -1172,6 +1173,7 @@ def test_enqueueing_a_workflow_inserts_without_reading_existing_rows(flows: Plan
         edge_children=["NEW-1"],
         edge_positions=[0],
         channel="venturi_wakeup",
+        on_error="crm.failed",
     )
     for table in ("_jobs", "_steps", "_edges"):
         assert plan.table_reads(flows.index(table)) == [], plan.text
@@ -1368,6 +1370,125 @@ def test_the_plain_claim_of_other_kinds_is_unchanged_beside_a_fair_kind(fair: Pl
     plan = fair.explain("claim_jobs", **_claim_params(EVERY_KIND, 8))
     assert plan.index_scans(fair.index("_jobs_fair")) == [], plan.text
     _assert_per_kind_claim_probes(fair, plan)
+
+
+def _keyed_params(limit: int, **rate: Any) -> dict[str, Any]:
+    return {
+        **_fair_params(limit),
+        "per_key": 1,
+        "rate_interval": None,
+        "rate_burst": None,
+        **rate,
+    }
+
+
+#: The SQL type of each claim_keyed_jobs parameter, for PREPARE.
+_KEYED_PARAM_TYPES = {
+    **_FAIR_PARAM_TYPES,
+    "per_key": "int",
+    "rate_interval": "interval",
+    "rate_burst": "int",
+}
+
+
+def _assert_keyed_claim_reads_keys_and_slots_only(planner: Planner, plan: Plan) -> None:
+    """The keyed claim (ADR 0138) reads what the fair claim reads (probes of _jobs_fair,
+    the locked ones bounded by visible_at, the update by primary key), plus the kind's
+    claimed rows (its busy keys) through _jobs_history by (status, kind): never the
+    kind's backlog."""
+    reads = plan.table_reads(planner.jobs)
+    assert {n.get("Index Name") for n in reads} == {
+        planner.index("_jobs_fair"),
+        planner.index("_jobs_pkey"),
+        planner.index("_jobs_history"),
+    }, plan.text
+    locked = [n for n in plan.nodes if "LockRows" in n.ancestors and "Scan" in n.type]
+    assert locked, plan.text
+    assert all(
+        n.get("Index Name") == planner.index("_jobs_fair")
+        and "visible_at <=" in n.get("Index Cond")
+        for n in locked
+    ), plan.text
+    assert plan.sorts_below("LockRows") == [], plan.text
+    probes = plan.index_scans(planner.index("_jobs_fair"))
+    assert all("fair_key" not in n.get("Filter") for n in probes), plan.text
+    assert len([n for n in probes if "fair_key >" in n.get("Index Cond")]) >= 2, plan.text
+    held = plan.index_scans(planner.index("_jobs_history"))
+    assert all(
+        "'claimed'" in n.get("Index Cond") and "kind =" in n.get("Index Cond") for n in held
+    ), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize(
+    "rate",
+    [
+        pytest.param({}, id="per-key-cap"),
+        pytest.param({"rate_interval": timedelta(seconds=1), "rate_burst": 2}, id="per-key-rate"),
+    ],
+)
+def test_the_keyed_claim_probes_the_fair_index_and_the_claimed_rows(
+    fair: Planner, rate: dict[str, Any]
+) -> None:
+    plan = fair.explain("claim_keyed_jobs", **_keyed_params(8, **rate))
+    _assert_keyed_claim_reads_keys_and_slots_only(fair, plan)
+    if rate:
+        assert plan.index_scans(f"{fair.prefix.value}_key_rates_pkey"), plan.text
+
+
+def test_the_claim_pools_generic_plan_of_the_keyed_claim_is_as_good(fair: Planner) -> None:
+    with _on_a_claim_session(
+        fair.conn, fair.queries.claim_keyed_jobs.sql, _KEYED_PARAM_TYPES
+    ) as run:
+        plan = _plan_of(run, _keyed_params(8))
+    _assert_keyed_claim_reads_keys_and_slots_only(fair, plan)
+
+
+def test_the_key_occupancy_reads_the_kind_s_claimed_and_keyed_pending_rows_only(
+    fair: Planner,
+) -> None:
+    plan = fair.explain("key_occupancy", kind=FAIR_KIND, limit=20)
+    assert {n.get("Index Name") for n in plan.table_reads(fair.jobs)} == {
+        fair.index("_jobs_history"),
+        fair.index("_jobs_fair"),
+    }, plan.text
+    assert plan.seq_scans(fair.jobs) == [], plan.text
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        (
+            "advance_key_rates",
+            {
+                "kind": FAIR_KIND,
+                "keys": ["tenant-1"],
+                "taken": [2],
+                "rate_interval": timedelta(milliseconds=100),
+            },
+        ),
+        ("lock_shared_limits", {"names": ["stripe"]}),
+        (
+            "shared_limit_state",
+            {"limits": '[{"name": "stripe", "kinds": ["crm.sync", "mail.send"]}]'},
+        ),
+        ("advance_shared_limits", {"names": ["stripe"], "next_start_at": [datetime.now(UTC)]}),
+        (
+            "set_dead_callbacks",
+            {"kinds": ["crm.sync", "mail.send"], "callback_kinds": ["crm.failed", None]},
+        ),
+    ],
+)
+def test_the_limit_and_callback_bookkeeping_never_scans_the_jobs(
+    planner: Planner, name: str, params: dict[str, Any]
+) -> None:
+    """Their own small tables by key; the jobs only by (status, kind) (shared_limit_state's
+    count of the claimed rows of each kind)."""
+    plan = planner.explain(name, **params)
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+    for node in plan.table_reads(planner.jobs):
+        assert node.get("Index Name") == planner.index("_jobs_history"), plan.text
+        assert "'claimed'" in node.get("Index Cond"), plan.text
 
 
 # -- expiry (ADR 0135) -------------------------------------------------------------------------

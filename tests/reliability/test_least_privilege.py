@@ -85,7 +85,7 @@ def roles(database_url: str, invariants: Any) -> Iterator[Roles]:
     try:
         migrator = venturi.App(made.owner_url, prefix=made.prefix, set_as_current=False)
         try:
-            assert [m.version for m in migrator.migrate()] == list(range(1, 12))
+            assert [m.version for m in migrator.migrate()] == list(range(1, 14))
         finally:
             migrator.close()
         made.run_documented("owner", made.owner_url)

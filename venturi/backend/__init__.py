@@ -8,9 +8,11 @@ time, wake-ups and roles (``Coordination``), the App's operator methods read
 and change jobs (``Operator``), workers keep the registry (``Workers``),
 result waiters read outcomes (``Results``), workflows are written and read
 (``Workflows``), and the App runs migrations and the start check and closes
-(``Schema``). ``Backend`` is their union: what an adapter implements and what
-the App holds. ``queries.sql`` and the PostgreSQL adapter's modules follow the
-same roles in the same order.
+(``Schema``); workers register failure callbacks (``Callbacks``), and the operator reads
+the keys of keyed kinds (``Keys``). ``Backend``
+is their union: what an adapter implements and what the App holds.
+``queries.sql`` and the PostgreSQL adapter's modules follow the same roles in
+the same order.
 
 No SQL, rows, cursors or driver exceptions cross the boundary. The
 ``connection`` handle of ``enqueue`` is typed ``object`` so this module never
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from venturi.backend.callbacks import Callbacks, Keys
 from venturi.backend.coordination import Coordination, Leadership, Listener
 from venturi.backend.fleet import Workers
 from venturi.backend.jobs import CAP_RECHECK, Claims, Enqueue, Leases
@@ -39,9 +42,11 @@ from venturi.backend.schema import Schema
 __all__ = [
     "CAP_RECHECK",
     "Backend",
+    "Callbacks",
     "Claims",
     "Coordination",
     "Enqueue",
+    "Keys",
     "Leadership",
     "Leases",
     "Listener",
@@ -54,7 +59,18 @@ __all__ = [
 
 
 class Backend(
-    Enqueue, Claims, Leases, Coordination, Operator, Workers, Results, Workflows, Schema, Protocol
+    Enqueue,
+    Claims,
+    Leases,
+    Coordination,
+    Operator,
+    Workers,
+    Results,
+    Workflows,
+    Schema,
+    Callbacks,
+    Keys,
+    Protocol,
 ):
     """Every role: what a storage adapter implements and what the App holds.
 

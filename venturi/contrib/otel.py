@@ -65,7 +65,7 @@ class _Tracer:
         ):
             headers: dict[str, str] = {}
             _propagator.inject(headers)
-            yield [replace(job, headers=headers) for job in jobs]
+            yield [replace(job, headers={**(job.headers or {}), **headers}) for job in jobs]
 
     @contextmanager
     def run(self, job: ClaimedJob, worker_id: str) -> Iterator[None]:

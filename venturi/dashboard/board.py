@@ -69,6 +69,7 @@ NAVIGATION = (
     ("jobs", "Jobs"),
     ("workflows", "Workflows"),
     ("workers", "Workers"),
+    ("keys", "Keys"),
     ("schedules", "Schedules"),
     ("enqueue", "Enqueue"),
 )

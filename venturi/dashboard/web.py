@@ -33,6 +33,7 @@ from venturi.dashboard.actions import (
     retry,
 )
 from venturi.dashboard.board import HERE, Dashboard, board_of, logger
+from venturi.dashboard.keys import keys
 from venturi.dashboard.pages import job, jobs, overview, schedules, workers, workflow, workflows
 from venturi.dashboard.security import Authorize, SecurityHeaders
 from venturi.errors import BackendUnavailable, VenturiError
@@ -99,6 +100,7 @@ def _routes() -> list[Route | Mount]:
         _route("/workflows/{workflow_id}", workflow, "workflow"),
         _route("/workers", workers, "workers"),
         _route("/schedules", schedules, "schedules"),
+        _route("/keys", keys, "keys"),
         _route("/enqueue", enqueue_form, "enqueue"),
         _route("/enqueue", enqueue, "enqueue_post", "POST"),
         _route("/logout", logout, "logout", "POST"),

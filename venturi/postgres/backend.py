@@ -21,6 +21,7 @@ import psycopg
 
 from venturi.errors import ConfigurationError, SchemaMissing
 from venturi.naming import DEFAULT_PREFIX, Prefix
+from venturi.postgres.callbacks import CallbackVerbs, KeyVerbs
 from venturi.postgres.claims import ClaimVerbs, claim_input
 from venturi.postgres.coordination import CoordinationVerbs
 from venturi.postgres.driver_errors import translated_errors
@@ -56,6 +57,8 @@ class PostgresBackend(
     WorkerVerbs,
     ResultVerbs,
     WorkflowVerbs,
+    CallbackVerbs,
+    KeyVerbs,
 ):
     """The default storage adapter.
 

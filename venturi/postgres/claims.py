@@ -1,7 +1,9 @@
-"""The Claims role on PostgreSQL: plain, limited and fair claims, and priority aging.
+"""The Claims role on PostgreSQL: plain, limited, keyed and fair claims, and priority aging.
 
 A limited claim (global caps, rate limits; ADR 0128) runs in one transaction
-that locks the limited kinds' rows; a fair claim (ADR 0129) is one statement.
+that locks the limited kinds' rows; keyed kinds (per-key caps and rates) and
+kinds under a shared limit (ADR 0138) are claimed one by one inside it; a fair
+claim (ADR 0129) is one statement.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ import orjson
 from venturi.backend import CAP_RECHECK
 from venturi.postgres.sessions import Connection
 from venturi.postgres.store import Store
-from venturi.types import Claim, ClaimedJob, ClaimFloor, KindLimits, LimitedClaim, Priority
+from venturi.types import (
+    Claim,
+    ClaimedJob,
+    ClaimFloor,
+    KindLimits,
+    LimitedClaim,
+    Priority,
+    RateLimit,
+    SharedLimit,
+)
 
 __all__ = ["ClaimVerbs", "claim_input"]
 
@@ -99,33 +110,206 @@ class ClaimVerbs(Store):
                 {},
             )
         capped = [kind for kind in limited if limits[kind].global_concurrency is not None]
+        shared = _shared_limits(limits, kinds)
         with self._connection(self._claim_pool) as conn, conn.transaction():
+            # Lock order: the kinds' rows, then the shared limits' rows, each by name
+            # (ADR 0128, 0138), so two claimers never wait on each other in a circle.
             self._queries.lock_claim_limits.exec(conn, kinds=limited)
+            if shared:
+                self._queries.lock_shared_limits.exec(conn, names=sorted(shared))
             state = {
                 row["kind"]: row
                 for row in self._queries.claim_limit_state.many(conn, kinds=limited, capped=capped)
             }
+            shared_room, shared_state = self._shared_room(conn, shared, limit)
             room: dict[str, int] = {}
             throttled: dict[str, timedelta] = {}
             for kind in limited:
                 allowed, wait = _limited_room(limits[kind], state[kind], limit)
+                for name in (s.name for s in limits[kind].shared):
+                    allowed = min(allowed, shared_room[name][0])
+                    wait = max(wait, shared_room[name][1])
                 if allowed > 0:
                     room[kind] = allowed
                 else:
                     throttled[kind] = wait
-            claimable = [kind for kind in kinds if kind not in throttled]
-            rows = self._claim_rows(
+            rows = self._claim_separately(
                 conn,
-                claimable,
-                [room.get(kind, limit) for kind in claimable],
+                [k for k in kinds if k in room and (limits[k].is_keyed or limits[k].shared)],
+                limits=limits,
+                room=room,
+                shared_room=shared_room,
                 limit=limit,
                 worker_id=worker_id,
                 lease=lease,
                 horizon=horizon,
                 floors=floors,
+                throttled=throttled,
+            )
+            together = [
+                kind
+                for kind in kinds
+                if kind not in throttled
+                and not (kind in limits and (limits[kind].is_keyed or limits[kind].shared))
+            ]
+            rows += (
+                self._claim_rows(
+                    conn,
+                    together,
+                    [room.get(kind, limit) for kind in together],
+                    limit=limit - len(rows),
+                    worker_id=worker_id,
+                    lease=lease,
+                    horizon=horizon,
+                    floors=floors,
+                )
+                if together and len(rows) < limit
+                else []
             )
             self._spend_rate_tokens(conn, limits, state, rows)
+            self._spend_shared_tokens(conn, limits, shared_state, rows)
         return LimitedClaim(_claimed_jobs(rows, worker_id), throttled)
+
+    def _shared_room(
+        self, conn: Connection, shared: Mapping[str, SharedLimit], limit: int
+    ) -> tuple[dict[str, list[Any]], dict[str, Mapping[str, Any]]]:
+        """Each locked shared limit's room ``[jobs, wait when none]`` and its state."""
+        if not shared:
+            return {}, {}
+        rows = self._queries.shared_limit_state.many(
+            conn,
+            limits=orjson.dumps(
+                [{"name": s.name, "kinds": list(s.kinds)} for s in shared.values()]
+            ).decode(),
+        )
+        state: dict[str, Mapping[str, Any]] = {row["name"]: row for row in rows}
+        room: dict[str, list[Any]] = {}
+        for name, spec in shared.items():
+            allowed, wait = _limited_room(
+                KindLimits(spec.concurrency, spec.rate), state[name], limit
+            )
+            room[name] = [allowed, wait]
+        return room, state
+
+    def _claim_separately(
+        self,
+        conn: Connection,
+        kinds: list[str],
+        *,
+        limits: Mapping[str, KindLimits],
+        room: dict[str, int],
+        shared_room: dict[str, list[Any]],
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        horizon: timedelta,
+        floors: Mapping[str, ClaimFloor] | None,
+        throttled: dict[str, timedelta],
+    ) -> list[dict[str, Any]]:
+        """The kinds claimed one by one: keyed kinds (``claim_keyed_jobs``, ADR 0138)
+        and kinds under a shared limit, whose room the earlier kinds' jobs use up.
+
+        A keyed kind that comes back short (its free keys had fewer jobs than asked)
+        is left out of requests for ``CAP_RECHECK``: a key freed by another worker
+        sends no notification, and its visible jobs would otherwise end the idle
+        wait at once (the worker clears it once it writes an outcome of the kind)."""
+        rows: list[dict[str, Any]] = []
+        for kind in kinds:
+            spec = limits[kind]
+            names = [s.name for s in spec.shared]
+            allowed = min([room[kind], limit - len(rows), *(shared_room[n][0] for n in names)])
+            if allowed <= 0:
+                continue
+            if spec.is_keyed:
+                taken = self._claim_keyed(
+                    conn,
+                    kind,
+                    spec,
+                    limit=allowed,
+                    worker_id=worker_id,
+                    lease=lease,
+                    horizon=horizon,
+                )
+                if len(taken) < allowed:
+                    throttled[kind] = CAP_RECHECK
+            else:
+                taken = self._claim_rows(
+                    conn,
+                    [kind],
+                    [allowed],
+                    limit=allowed,
+                    worker_id=worker_id,
+                    lease=lease,
+                    horizon=horizon,
+                    floors=floors,
+                )
+            for name in names:
+                shared_room[name][0] -= len(taken)
+            rows += taken
+        return rows
+
+    def _claim_keyed(
+        self,
+        conn: Connection,
+        kind: str,
+        spec: KindLimits,
+        *,
+        limit: int,
+        worker_id: str,
+        lease: timedelta,
+        horizon: timedelta,
+    ) -> list[dict[str, Any]]:
+        """One keyed kind's claim, and the starts it took from its keys' rates."""
+        rate = spec.rate_limit if spec.rate_per_key else None
+        rows = self._queries.claim_keyed_jobs.many(
+            conn,
+            kind=kind,
+            limit=limit,
+            per_key=spec.key_concurrency,
+            rate_interval=None if rate is None else rate.interval,
+            rate_burst=None if rate is None else rate.burst,
+            worker_id=worker_id,
+            lease=lease,
+            horizon=horizon,
+        )
+        if rate is not None:
+            taken = Counter(row["fair_key"] for row in rows if not row["is_expired"])
+            if taken:
+                self._queries.advance_key_rates.exec(
+                    conn,
+                    kind=kind,
+                    keys=list(taken),
+                    taken=list(taken.values()),
+                    rate_interval=rate.interval,
+                )
+        return rows
+
+    def _spend_shared_tokens(
+        self,
+        conn: Connection,
+        limits: Mapping[str, KindLimits],
+        state: Mapping[str, Mapping[str, Any]],
+        rows: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """The starts taken from each shared limit with a rate (ADR 0138)."""
+        taken: Counter[str] = Counter()
+        rates: dict[str, RateLimit] = {}
+        for row in rows:
+            if row["is_expired"] or row["kind"] not in limits:
+                continue
+            for spec in limits[row["kind"]].shared:
+                if spec.rate is not None:
+                    taken[spec.name] += 1
+                    rates[spec.name] = spec.rate
+        if taken:
+            self._queries.advance_shared_limits.exec(
+                conn,
+                names=list(taken),
+                next_start_at=[
+                    state[name]["next_start_at"] + count * rates[name].interval
+                    for name, count in taken.items()
+                ],
+            )
 
     def _spend_rate_tokens(
         self,
@@ -138,7 +322,8 @@ class ClaimVerbs(Store):
         taken = Counter(row["kind"] for row in rows if not row["is_expired"])
         spent: dict[str, datetime] = {}
         for kind, count in taken.items():
-            rate = limits[kind].rate_limit if kind in limits else None
+            spec = limits.get(kind)
+            rate = None if spec is None or spec.rate_per_key else spec.rate_limit
             if rate is not None:
                 row = state[kind]
                 spent[kind] = row["next_start_at"] + count * rate.interval
@@ -175,6 +360,13 @@ class ClaimVerbs(Store):
             )
         )
         return int(row["promoted"]) if row is not None else 0
+
+
+def _shared_limits(
+    limits: Mapping[str, KindLimits], kinds: Sequence[str]
+) -> dict[str, SharedLimit]:
+    """The shared limits the claim's kinds count against, by name."""
+    return {s.name: s for kind in kinds if kind in limits for s in limits[kind].shared}
 
 
 def claim_input(
@@ -234,7 +426,7 @@ def _limited_room(
         allowed = min(allowed, limits.global_concurrency - state["claimed"])
         if allowed <= 0:
             waits.append(CAP_RECHECK)
-    rate = limits.rate_limit
+    rate = None if limits.rate_per_key else limits.rate_limit
     if rate is not None:
         now: datetime = state["now"]
         start: datetime = state["next_start_at"]
@@ -243,5 +435,3 @@ def _limited_room(
             waits.append(start - (rate.burst - 1) * rate.interval - now)
         allowed = min(allowed, due)
     return max(allowed, 0), max(waits, default=timedelta(0))
-
-

@@ -354,6 +354,7 @@ def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, A
         "priority": int(job.priority),
         "expires_in": job.expires_in,
         "expires_at": job.expires_at,
+        "debounce": job.debounce,
         "note": f"{decision.action.value}: absorbed {job.id}",
     }
 

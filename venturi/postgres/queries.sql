@@ -134,15 +134,18 @@ LIMIT 1
 FOR UPDATE
 
 -- name: merge_into_sibling :exec
--- The survivor keeps id, created_at and visible_at; it takes the new payload
--- (replace/combine) and the higher tier; the journal records the merge (ADR 10).
+-- The survivor keeps id, created_at and (without a debounce) visible_at; it takes
+-- the new payload (replace/combine) and the higher tier; the journal records the
+-- merge (ADR 10).
 -- Whatever the decision it takes the later of the two expiries, none (NULL, as
 -- infinity here) being the latest, so the absorbed call is served for as long
--- as it asked (ADR 0135).
+-- as it asked (ADR 0135). With a debounce (ADR 0138; NULL: none) the survivor's
+-- start moves to now + debounce instead, so a burst runs once, after it goes quiet.
 WITH merged AS (
     UPDATE {{prefix}}_jobs
     SET payload = coalesce(%(payload)s::jsonb, payload),
         priority = least(priority, %(priority)s::smallint),
+        visible_at = coalesce(clock_timestamp() + %(debounce)s::interval, visible_at),
         expires_at = nullif(greatest(
             coalesce(expires_at, 'infinity'),
             coalesce(%(expires_at)s::timestamptz, clock_timestamp() + %(expires_in)s::interval,
@@ -403,6 +406,201 @@ SELECT id, kind, payload, carry, priority, failure_count, run_count, created_at,
        claim_expires_at, headers, workflow_id, is_expired
 FROM claimed
 ORDER BY tier, rank, step
+
+-- name: claim_keyed_jobs :many
+-- The claim of one kind with a per-key cap or a per-key rate (ADR 0138), run
+-- inside a limited claim's transaction after lock_claim_limits locked the kind's
+-- row, so the claims of the kind are serialized and this statement's snapshot
+-- sees every claim committed before it. The key is stored in fair_key (a keyed
+-- kind declares no fair_key). A key's slots are its claimed rows (`held`: one
+-- _jobs_history probe, bounded by the jobs claimed across the fleet), so every
+-- end of a claim frees its slot with no write here. The keys are walked as in
+-- claim_fair_jobs (a skip scan of _jobs_fair in rotation from the kind's cursor,
+-- tiers strict), and a key with no room (at its cap, or out of its rate's
+-- starts: `_key_rates`) is passed over, so a busy key never holds up the next
+-- one; the walk is lazy and stops after `limit` keys with room, so it costs
+-- O(limit + busy keys) probes whatever the backlog. Each key gives at most its
+-- room, soonest visible first (its claim order: tier, then visible_at), and the
+-- jobs are taken by (tier, rank within the key, turn). per_key NULL: no cap;
+-- rate_interval NULL: no per-key rate. The rows come back with their key, for
+-- advance_key_rates. run_count is the fence (ADR 19), is_expired as in claim_jobs.
+WITH RECURSIVE after_key AS (
+    SELECT coalesce(
+        (SELECT c.fair_key FROM {{prefix}}_fair_cursors AS c WHERE c.kind = %(kind)s), ''
+    ) AS fair_key
+), held AS MATERIALIZED (
+    SELECT j.fair_key, count(*)::int AS running
+    FROM {{prefix}}_jobs AS j
+    WHERE j.status = 'claimed' AND j.kind = %(kind)s AND j.fair_key IS NOT NULL
+    GROUP BY j.fair_key
+), tiers AS (
+    SELECT t.tier
+    FROM unnest(ARRAY[0, 1, 2]::smallint[]) AS t(tier)
+    WHERE EXISTS (
+        SELECT 1 FROM {{prefix}}_jobs
+        WHERE status = 'pending' AND fair_key IS NOT NULL AND kind = %(kind)s AND priority = t.tier
+    )
+), rotation (step, tier, wrapped, fair_key, visible_at) AS (
+    SELECT 0, -1::smallint, true, NULL::text, NULL::timestamptz
+    UNION ALL
+    SELECT p.step + 1, n.tier, n.wrapped, n.fair_key, n.visible_at
+    FROM rotation AS p
+    CROSS JOIN after_key AS a
+    CROSS JOIN LATERAL (
+        (SELECT p.tier AS tier, false AS wrapped, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE NOT p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key > p.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT p.tier, true, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key > p.fair_key AND j.fair_key <= a.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT p.tier, true, j.fair_key, j.visible_at
+         FROM {{prefix}}_jobs AS j
+         WHERE NOT p.wrapped
+           AND j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+           AND j.priority = p.tier AND j.fair_key <= a.fair_key
+         ORDER BY j.fair_key, j.visible_at
+         LIMIT 1)
+        UNION ALL
+        (SELECT nt.tier, false, j.fair_key, j.visible_at
+         FROM (SELECT min(t.tier) AS tier FROM tiers AS t WHERE t.tier > p.tier) AS nt
+         CROSS JOIN LATERAL (
+             SELECT j.fair_key, j.visible_at
+             FROM {{prefix}}_jobs AS j
+             WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+               AND j.priority = nt.tier AND j.fair_key > a.fair_key
+             ORDER BY j.fair_key, j.visible_at
+             LIMIT 1
+         ) AS j)
+        UNION ALL
+        (SELECT nt.tier, true, j.fair_key, j.visible_at
+         FROM (SELECT min(t.tier) AS tier FROM tiers AS t WHERE t.tier > p.tier) AS nt
+         CROSS JOIN LATERAL (
+             SELECT j.fair_key, j.visible_at
+             FROM {{prefix}}_jobs AS j
+             WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+               AND j.priority = nt.tier AND j.fair_key <= a.fair_key
+             ORDER BY j.fair_key, j.visible_at
+             LIMIT 1
+         ) AS j)
+        LIMIT 1
+    ) AS n
+), turns AS (
+    SELECT r.step, r.tier, r.fair_key, room.room
+    FROM rotation AS r
+    CROSS JOIN LATERAL (
+        SELECT least(
+            %(limit)s::int,
+            %(per_key)s::int - coalesce(
+                (SELECT h.running FROM held AS h WHERE h.fair_key = r.fair_key), 0
+            ),
+            CASE WHEN %(rate_interval)s::interval IS NOT NULL THEN coalesce(
+                (SELECT floor(
+                     extract(epoch FROM now() + %(rate_burst)s::int * %(rate_interval)s::interval
+                                        - greatest(k.next_start_at, now()))
+                     / extract(epoch FROM %(rate_interval)s::interval)
+                 )::int
+                 FROM {{prefix}}_key_rates AS k
+                 WHERE k.kind = %(kind)s AND k.key = r.fair_key),
+                %(rate_burst)s::int
+            ) END
+        ) AS room
+    ) AS room
+    WHERE r.step > 0 AND r.visible_at <= now() + %(horizon)s AND room.room > 0
+    LIMIT %(limit)s
+), picked AS (
+    SELECT c.id, c.fair_key, t.tier, t.step, t.room,
+           row_number() OVER (PARTITION BY t.step ORDER BY c.visible_at) AS rank
+    FROM turns AS t
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.fair_key, j.visible_at
+        FROM {{prefix}}_jobs AS j
+        WHERE j.status = 'pending' AND j.fair_key IS NOT NULL AND j.kind = %(kind)s
+          AND j.priority = t.tier AND j.fair_key = t.fair_key
+          AND j.visible_at <= now() + %(horizon)s
+        ORDER BY j.visible_at
+        LIMIT least(t.room, %(limit)s + 1 - (SELECT count(*) FROM turns))
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+), chosen AS (
+    SELECT r.id, r.fair_key, r.tier, r.rank, r.step
+    FROM (
+        SELECT p.*, row_number() OVER (PARTITION BY p.fair_key ORDER BY p.tier, p.rank) AS nth
+        FROM picked AS p
+    ) AS r
+    WHERE r.nth <= r.room
+    ORDER BY r.tier, r.rank, r.step
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET status = 'claimed',
+        claimed_by = %(worker_id)s,
+        run_count = j.run_count + 1,
+        claim_expires_at = now() + %(lease)s
+    FROM chosen
+    WHERE j.id = chosen.id
+    RETURNING j.id, j.kind, j.payload, j.carry, j.priority, j.failure_count, j.run_count,
+              j.created_at, j.claim_expires_at, j.headers, j.workflow_id, j.fair_key,
+              chosen.tier, chosen.rank, chosen.step,
+              j.expires_at IS NOT NULL
+                  AND j.expires_at <= greatest(j.visible_at, now()) AS is_expired
+), moved AS (
+    INSERT INTO {{prefix}}_fair_cursors AS f (kind, fair_key)
+    SELECT %(kind)s, c.fair_key
+    FROM claimed AS c
+    ORDER BY c.tier DESC, c.rank DESC, c.step DESC
+    LIMIT 1
+    ON CONFLICT (kind) DO UPDATE SET fair_key = excluded.fair_key
+)
+SELECT id, kind, payload, carry, priority, failure_count, run_count, created_at,
+       claim_expires_at, headers, workflow_id, is_expired, fair_key
+FROM claimed
+ORDER BY tier, rank, step
+
+-- name: advance_key_rates :exec
+-- Spends the starts a keyed claim took from each key's rate (ADR 0138): the key's
+-- next start moves on by one interval per job claimed, from now when it lagged
+-- (idle time banks no starts beyond the burst). Under the kind's claim lock.
+INSERT INTO {{prefix}}_key_rates AS k (kind, key, next_start_at)
+SELECT %(kind)s, a.key, now() + a.taken * %(rate_interval)s::interval
+FROM unnest(%(keys)s::text[], %(taken)s::int[]) AS a(key, taken)
+ON CONFLICT (kind, key) DO UPDATE
+SET next_start_at = greatest(k.next_start_at, now())
+                    + (excluded.next_start_at - now())
+
+-- name: lock_shared_limits :exec
+-- A limited claim's second lock (ADR 0138), after lock_claim_limits: the shared
+-- limits its kinds count against, created on first use, locked in name order
+-- until the claim commits, so the claims of every kind sharing one are serialized.
+INSERT INTO {{prefix}}_shared_limits (name)
+SELECT name FROM unnest(%(names)s::text[]) AS n(name) ORDER BY name
+ON CONFLICT (name) DO UPDATE SET name = excluded.name
+
+-- name: shared_limit_state :many
+-- Each locked shared limit's next start (never before now) and the claimed rows
+-- of its kinds (one _jobs_history probe per kind; the kinds come as one JSON
+-- object per limit), with the claim's clock.
+SELECT l.name, greatest(l.next_start_at, now()) AS next_start_at, now() AS now,
+       (SELECT count(*) FROM {{prefix}}_jobs AS j
+        WHERE j.status = 'claimed' AND j.kind = ANY(s.kinds)) AS claimed
+FROM json_to_recordset(%(limits)s::json) AS s(name text, kinds text[])
+JOIN {{prefix}}_shared_limits AS l ON l.name = s.name
+
+-- name: advance_shared_limits :exec
+-- Spends the starts a limited claim took from the shared limits with a rate.
+UPDATE {{prefix}}_shared_limits AS l
+SET next_start_at = a.next_start_at
+FROM unnest(%(names)s::text[], %(next_start_at)s::timestamptz[]) AS a(name, next_start_at)
+WHERE l.name = a.name
 
 -- name: promote_waiting :one
 -- Priority aging (App(age_after=)): a pending job visible for age_after or
@@ -1201,6 +1399,10 @@ WITH input AS (
     INSERT INTO {{prefix}}_edges (parent_id, child_id, position)
     SELECT * FROM unnest(%(edge_parents)s::text[], %(edge_children)s::text[],
                          %(edge_positions)s::int[])
+), on_error AS (
+    -- chain(...).on_error(handler.s()) (ADR 0138): read by the _on_dead trigger.
+    INSERT INTO {{prefix}}_workflow_callbacks (workflow_id, callback_kind)
+    SELECT %(workflow_id)s, %(on_error)s::text WHERE %(on_error)s::text IS NOT NULL
 )
 SELECT pg_notify(%(channel)s, '') FROM (SELECT count(*) FROM inserted) AS done
 
@@ -1362,6 +1564,49 @@ SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.hea
        (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited,
        j.fair_key,
        (SELECT f.fair_key FROM {{prefix}}_fair_cursors AS f LIMIT 1) AS fair_cursor,
-       j.expires_at
+       j.expires_at,
+       (SELECT r.next_start_at FROM {{prefix}}_key_rates AS r LIMIT 1) AS key_rate,
+       (SELECT s.next_start_at FROM {{prefix}}_shared_limits AS s LIMIT 1) AS shared_rate,
+       (SELECT c.callback_kind FROM {{prefix}}_dead_callbacks AS c LIMIT 1) AS dead_callback
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
+
+-- =====================================================================================
+-- Callbacks and Keys (callbacks.py): what the _on_dead trigger (V13) enqueues, and
+-- the keys of keyed kinds (ADR 0138).
+-- =====================================================================================
+
+-- name: set_dead_callbacks :exec
+-- A worker's start: each served kind's callback kind, or none (NULL: deleted), so a
+-- callback removed from the code stops with the next deploy. In kind order.
+WITH given AS (
+    SELECT * FROM unnest(%(kinds)s::text[], %(callback_kinds)s::text[]) AS g(kind, callback_kind)
+), removed AS (
+    DELETE FROM {{prefix}}_dead_callbacks AS c
+    USING given AS g
+    WHERE c.kind = g.kind AND g.callback_kind IS NULL
+)
+INSERT INTO {{prefix}}_dead_callbacks AS c (kind, callback_kind)
+SELECT kind, callback_kind FROM given WHERE callback_kind IS NOT NULL ORDER BY kind
+ON CONFLICT (kind) DO UPDATE SET callback_kind = excluded.callback_kind
+WHERE c.callback_kind IS DISTINCT FROM excluded.callback_kind
+
+-- name: key_occupancy :many
+-- The dashboard's busiest keys of a keyed kind (ADR 0138): its claimed rows by
+-- (status, kind) in _jobs_history, its pending keyed rows from _jobs_fair (an
+-- index-only scan of the kind's pending keyed rows: a dashboard read, cached).
+SELECT key, sum(running) AS running, sum(pending) AS pending
+FROM (
+    SELECT fair_key AS key, count(*) AS running, 0 AS pending
+    FROM {{prefix}}_jobs
+    WHERE status = 'claimed' AND kind = %(kind)s AND fair_key IS NOT NULL
+    GROUP BY fair_key
+    UNION ALL
+    SELECT fair_key, 0, count(*)
+    FROM {{prefix}}_jobs
+    WHERE status = 'pending' AND kind = %(kind)s AND fair_key IS NOT NULL
+    GROUP BY fair_key
+) AS per_status
+GROUP BY key
+ORDER BY sum(running) DESC, sum(pending) DESC, key
+LIMIT %(limit)s

@@ -35,6 +35,7 @@ class WorkflowVerbs(Store):
                 edge_children=[e.child_id for e in workflow.edges],
                 edge_positions=[e.position for e in workflow.edges],
                 channel=self._prefix.channel,
+                on_error=workflow.on_error,
             )
         )
 

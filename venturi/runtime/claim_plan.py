@@ -15,13 +15,36 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from venturi.errors import ConfigurationError
 from venturi.runtime.prefetch import Prefetch
-from venturi.types import KindLimits
+from venturi.types import KindLimits, SharedLimit
 
 if TYPE_CHECKING:
     from venturi.task import Task
 
-__all__ = ["ClaimPlan", "ClaimRequest"]
+__all__ = ["ClaimPlan", "ClaimRequest", "kind_limits"]
+
+_UNLIMITED = KindLimits()
+
+
+def kind_limits(task: Task[Any, Any], shared: Mapping[str, SharedLimit]) -> KindLimits:
+    """What bounds ``task``'s claims across workers (ADR 0128, 0138): its options, with
+    its shared limits looked up in ``shared`` (``ConfigurationError`` naming one that
+    is not declared)."""
+    options = task.options
+    missing = [name for name in options.limits if name not in shared]
+    if missing:
+        raise ConfigurationError(
+            f"task {task.kind!r} names shared limit(s) {', '.join(missing)} that no "
+            f"app.limit(...) declares; declare them on the App before starting workers"
+        )
+    return KindLimits(
+        global_concurrency=options.global_concurrency,
+        rate_limit=options.rate_limit,
+        key_concurrency=options.key_concurrency,
+        rate_per_key=options.rate_key is not None,
+        shared=tuple(shared[name] for name in options.limits),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +86,15 @@ class ClaimPlan:
         self._turn = 0
 
     @classmethod
-    def for_tasks(cls, tasks: Mapping[str, Task[Any, Any]], *, concurrency: int = 1) -> ClaimPlan:
-        """The plan for serving exactly these tasks (kind -> task)."""
+    def for_tasks(
+        cls,
+        tasks: Mapping[str, Task[Any, Any]],
+        *,
+        concurrency: int = 1,
+        shared: Mapping[str, SharedLimit] | None = None,
+    ) -> ClaimPlan:
+        """The plan for serving exactly these tasks (kind -> task); ``shared``: the
+        App's shared limits (ADR 0138), each with every kind that names it."""
         return cls(
             leases={kind: task.options.lease for kind, task in tasks.items()},
             caps={
@@ -74,15 +104,22 @@ class ClaimPlan:
             },
             concurrency=concurrency,
             limits={
-                kind: KindLimits(t.options.global_concurrency, t.options.rate_limit)
+                kind: limits
                 for kind, t in tasks.items()
-                if t.options.global_concurrency is not None or t.options.rate_limit is not None
+                if (limits := kind_limits(t, shared or {})) != _UNLIMITED
             },
             fair=[kind for kind, t in tasks.items() if t.options.fair_key is not None],
         )
 
     def is_capped(self, kind: str) -> bool:
         return kind in self._caps
+
+    def ended(self, kind: str) -> None:
+        """A job of ``kind`` claimed here had its outcome written: a keyed kind left out of
+        requests because its free keys were drained (ADR 0138) has a key free again, so
+        ask at once."""
+        if kind in self.limits and self.limits[kind].is_keyed:
+            self._throttled_until.pop(kind, None)
 
     def room(self, *, held: int, prefetch: Prefetch) -> int:
         """Jobs worth claiming now, for a worker holding ``held`` unfinished jobs (ADR 0114).

@@ -37,6 +37,8 @@ class Committer:
     A batch that returned rows to ``pending`` (paused, retried) calls
     ``on_pending`` once written: such a row may be eligible at once, and the
     wake-up sent when its handler ended came before it was pending again.
+    ``on_recorded``, when given, is called with the kinds of every batch written
+    (a keyed kind's slots are free only once its outcomes are, ADR 0138).
     """
 
     def __init__(
@@ -46,10 +48,12 @@ class Committer:
         *,
         on_pending: Callable[[], None],
         name: str,
+        on_recorded: Callable[[set[str]], None] | None = None,
     ) -> None:
         self._record = record
         self._keeper = keeper
         self._on_pending = on_pending
+        self._on_recorded = on_recorded
         self._queue: queue.SimpleQueue[Execution | None] = queue.SimpleQueue()
         self._batch: list[Execution] = []
         self._is_closing = False
@@ -106,6 +110,8 @@ class Committer:
                 self._record_one_by_one()
             if any(e.outcome.kind in _PENDING_AGAIN for e in self._batch):
                 self._on_pending()
+            if self._on_recorded is not None:
+                self._on_recorded({e.job.kind for e in self._batch})
             self._batch = []
         if self._is_closing and self._queue.empty():
             self._service.request_stop()

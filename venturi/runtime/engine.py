@@ -128,8 +128,14 @@ class Engine:
             # Late-bound: the deadlines, built below, need this keeper.
             on_cancel_requested=lambda job_ids: deadlines.cancel_requested(job_ids),  # noqa: PLW0108
         )
+        keyed = {kind for kind, limits in runner.plan.limits.items() if limits.is_keyed}
         self._committer = committer = Committer(
-            runner.record, keeper, on_pending=waiter.wake, name=f"{name}-committer"
+            runner.record,
+            keeper,
+            on_pending=waiter.wake,
+            name=f"{name}-committer",
+            # Late-bound: the pools, built below, hold the plans to tell (ADR 0138).
+            on_recorded=(lambda kinds: self._keys_freed(kinds & keyed)) if keyed else None,
         )
         self._prefetch = prefetch = Prefetch(
             concurrency=settings.concurrency, limit=settings.prefetch
@@ -238,7 +244,9 @@ class Engine:
     def _plan(self, kinds: set[str], concurrency: int) -> ClaimPlan:
         """The claims of one pool: its kinds, each cap counting that kind's runs (ADR 0126)."""
         return ClaimPlan.for_tasks(
-            {kind: self._runner.task(kind) for kind in kinds}, concurrency=concurrency
+            {kind: self._runner.task(kind) for kind in kinds},
+            concurrency=concurrency,
+            shared=self._runner.shared_limits,
         )
 
     def _claim_step(self) -> float:
@@ -308,6 +316,15 @@ class Engine:
             return free if 2 * free >= limit else 0
         held = len(holdings.in_flight) - holdings.held_async + holdings.unreplaced
         return pool.plan.room(held=held, prefetch=self._prefetch)
+
+    def _keys_freed(self, kinds: set[str]) -> None:
+        """Outcomes of keyed kinds were written: their keys' slots are free, so claim
+        for them now rather than after their recheck wait (ADR 0138)."""
+        if kinds:
+            for pool in self._pools:
+                for kind in kinds:
+                    pool.plan.ended(kind)
+            self._waiter.wake()
 
     def _is_claim_due(self, entry: HeldJob) -> bool:
         """Whether ``entry`` ending makes a claim worth it (under the holdings' lock)."""

@@ -21,7 +21,7 @@ from venturi.events import Events
 from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
 from venturi.runtime.executor import Execution, aexecute, execute, record
 from venturi.runtime.leases import LeaseKeeper
-from venturi.types import ClaimedJob, ClaimFloor
+from venturi.types import ClaimedJob, ClaimFloor, SharedLimit
 
 if TYPE_CHECKING:
     from venturi.task import Task
@@ -68,6 +68,7 @@ class Runner:
         age_after: the App's priority aging (``promote_due``); None: none.
         result_max_bytes: the App's bound on stored results, applied to each
             outcome before ``finish`` (``executor.record``).
+        shared_limits: the App's shared limits by name (ADR 0138).
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class Runner:
         events: Events | None = None,
         age_after: timedelta | None = None,
         result_max_bytes: int,
+        shared_limits: Mapping[str, SharedLimit] | None = None,
     ) -> None:
         self.backend = backend
         self.events = events
@@ -90,7 +92,15 @@ class Runner:
         self._next_promotion = 0.0
         self._tasks = {kind: tasks[kind] for kind in kinds}
         self._max_failures = {kind: task.options.max_failures for kind, task in tasks.items()}
-        self.plan = ClaimPlan.for_tasks(self._tasks, concurrency=concurrency)
+        self._dead_callbacks: dict[str, str | None] | None = {
+            kind: None if t.options.on_dead is None else t.options.on_dead.kind
+            for kind, t in self._tasks.items()
+        }
+        #: The App's shared limits (``app.limit``, ADR 0138), for every plan made here.
+        self.shared_limits = dict(shared_limits or {})
+        self.plan = ClaimPlan.for_tasks(
+            self._tasks, concurrency=concurrency, shared=self.shared_limits
+        )
 
     def lease_keeper(
         self,
@@ -138,6 +148,11 @@ class Runner:
         their time (ADR 0128); through ``claim_fair`` for a kind with a fair key (ADR 0129).
         Claims are told to the App's events (ADR 0127)."""
         plan = plan if plan is not None else self.plan
+        if self._dead_callbacks is not None:
+            # Once per runner, before its first claim: the store's failure callbacks
+            # (ADR 0138) of the kinds served are the code's, added or removed.
+            self.backend.set_dead_callbacks(self._dead_callbacks)
+            self._dead_callbacks = None
         if plan.fair.isdisjoint(request.kinds):
             jobs = self._claim_shared(request, floors=floors, horizon=horizon, plan=plan)
         else:
