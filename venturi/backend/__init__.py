@@ -7,7 +7,8 @@ stopping worker act on claimed rows (``Leases``), waiters and leaders agree on
 time, wake-ups and roles (``Coordination``), the App's operator methods read
 and change jobs (``Operator``), workers keep the registry (``Workers``),
 result waiters read outcomes (``Results``), workflows are written and read
-(``Workflows``), and the App runs migrations and the start check and closes
+(``Workflows``), operators pause kinds, override limits and store schedules
+(``Control``), and the App runs migrations and the start check and closes
 (``Schema``). ``Backend`` is their union: what an adapter implements and what
 the App holds. ``queries.sql`` and the PostgreSQL adapter's modules follow the
 same roles in the same order.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from venturi.backend.control import Control
 from venturi.backend.coordination import Coordination, Leadership, Listener
 from venturi.backend.fleet import Workers
 from venturi.backend.jobs import CAP_RECHECK, Claims, Enqueue, Leases
@@ -40,6 +42,7 @@ __all__ = [
     "CAP_RECHECK",
     "Backend",
     "Claims",
+    "Control",
     "Coordination",
     "Enqueue",
     "Leadership",
@@ -54,7 +57,17 @@ __all__ = [
 
 
 class Backend(
-    Enqueue, Claims, Leases, Coordination, Operator, Workers, Results, Workflows, Schema, Protocol
+    Enqueue,
+    Claims,
+    Leases,
+    Coordination,
+    Operator,
+    Workers,
+    Results,
+    Workflows,
+    Control,
+    Schema,
+    Protocol,
 ):
     """Every role: what a storage adapter implements and what the App holds.
 

@@ -17,11 +17,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
+from venturi.controls import Limits
+from venturi.errors import ConfigurationError
 from venturi.events import Events
+from venturi.options import parse_rate_limit
 from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
 from venturi.runtime.executor import Execution, aexecute, execute, record
 from venturi.runtime.leases import LeaseKeeper
-from venturi.types import ClaimedJob, ClaimFloor
+from venturi.types import ClaimedJob, ClaimFloor, KindLimits
 
 if TYPE_CHECKING:
     from venturi.task import Task
@@ -34,6 +37,10 @@ logger = logging.getLogger(__name__)
 AGING_BATCH = 500
 #: Shortest time between two aging steps, in seconds.
 MIN_AGING_STEP = 0.1
+#: Seconds between two reads of the operator's limit overrides (ADR 0139): an override
+#: reaches every worker within about this long. Pauses need no read: the claim itself
+#: leaves a paused kind out.
+CONTROL_REFRESH = 1.0
 
 
 def worker_id() -> str:
@@ -91,6 +98,10 @@ class Runner:
         self._tasks = {kind: tasks[kind] for kind in kinds}
         self._max_failures = {kind: task.options.max_failures for kind, task in tasks.items()}
         self.plan = ClaimPlan.for_tasks(self._tasks, concurrency=concurrency)
+        #: The overrides last read, and how many reads there were (``_controlled``).
+        self._overrides: dict[str, KindLimits] = {}
+        self._override_reads = 0
+        self._next_control_read = 0.0
 
     def lease_keeper(
         self,
@@ -138,6 +149,7 @@ class Runner:
         their time (ADR 0128); through ``claim_fair`` for a kind with a fair key (ADR 0129).
         Claims are told to the App's events (ADR 0127)."""
         plan = plan if plan is not None else self.plan
+        self._controlled(plan)
         if plan.fair.isdisjoint(request.kinds):
             jobs = self._claim_shared(request, floors=floors, horizon=horizon, plan=plan)
         else:
@@ -145,6 +157,23 @@ class Runner:
         if jobs and self.events is not None and self.events.active:
             self.events.claimed(jobs, self.worker_id)
         return jobs
+
+    def _controlled(self, plan: ClaimPlan) -> None:
+        """Put the operator's limit overrides over ``plan`` (ADR 0139), read again at most
+        every ``CONTROL_REFRESH`` seconds: one primary-key read of a tiny table per
+        worker per second, not per claim."""
+        now = time.monotonic()
+        if now >= self._next_control_read and self._tasks:
+            self._next_control_read = now + CONTROL_REFRESH
+            self._overrides = {
+                control.kind: limits
+                for control in self.backend.kind_controls(self._tasks)
+                if (limits := _override_limits(control.kind, control.overrides)) is not None
+            }
+            self._override_reads += 1
+        if plan.overrides_read != self._override_reads:
+            plan.override(self._overrides)
+            plan.overrides_read = self._override_reads
 
     def _claim_in_turns(
         self,
@@ -259,3 +288,20 @@ class Runner:
         executions = [self.execute(job) for job in jobs]
         written = self.record(executions)
         return [Ran(e, e.job.claim.job_id in written) for e in executions]
+
+
+def _override_limits(kind: str, overrides: Limits) -> KindLimits | None:
+    """The overrides the claim enforces (the per-key cap is the keyed claim's); None: none."""
+    rate = None
+    if overrides.rate_limit is not None:
+        try:
+            rate = parse_rate_limit(overrides.rate_limit)
+        except ConfigurationError:
+            logger.warning(
+                "kind %s: ignoring the stored rate limit override %r, which does not parse",
+                kind,
+                overrides.rate_limit,
+            )
+    if overrides.global_concurrency is None and rate is None:
+        return None
+    return KindLimits(overrides.global_concurrency, rate)
