@@ -287,7 +287,9 @@ class Engine:
     def _throttled_wait(self, wait: float) -> float:
         """``wait``, shortened to when the soonest throttled kind is due (ADR 0128)."""
         now = time.monotonic()
-        dues = [due for pool in self._pools if (due := pool.plan.next_unthrottled(now)) is not None]
+        dues = [
+            due for pool in self._pools if (due := pool.plan.next_unthrottled(now)) is not None
+        ]
         return min([wait, *dues])
 
     def _room(self, pool: _Pool) -> int:

@@ -299,7 +299,9 @@ def cancelled_by_worker(job: ClaimedJob, started: float) -> Execution:
     return _done(job, Outcome(OutcomeKind.DEAD, note=CANCELLED_NOTE), started, None)
 
 
-def record(backend: Leases, executions: Sequence[Execution], *, result_max_bytes: int) -> set[str]:
+def record(
+    backend: Leases, executions: Sequence[Execution], *, result_max_bytes: int
+) -> set[str]:
     """Write the outcomes in one ``finish`` call; returns the ids written.
 
     Each outcome goes bounded (``results.bounded``): a result over
