@@ -171,8 +171,8 @@ class ControlVerbs(Store):
             jobs = [(tick, job) for tick, job in ticks if job.id in new]
             refs = self.enqueue([job for _, job in jobs], connection=conn)
             details = {
-                "start": ticks[0][0].isoformat(),
-                "end": ticks[-1][0].isoformat(),
+                "first_tick": ticks[0][0].isoformat(),
+                "last_tick": ticks[-1][0].isoformat(),
                 "ticks": len(ticks),
                 "enqueued": len(jobs),
             }
