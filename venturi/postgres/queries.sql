@@ -1369,8 +1369,11 @@ ORDER BY kind
 
 -- name: kind_known :one
 -- Whether a kind has any job or stored state (set_limits of an unregistered kind):
--- stops at the first row found.
-SELECT EXISTS (SELECT 1 FROM {{prefix}}_jobs WHERE kind = %(kind)s)
+-- one _jobs_history (status, kind, ...) probe per status, stopping at the first row.
+SELECT EXISTS (
+           SELECT 1 FROM {{prefix}}_jobs
+           WHERE status IN ('pending', 'claimed', 'completed', 'dead') AND kind = %(kind)s
+       )
     OR EXISTS (SELECT 1 FROM {{prefix}}_kind_controls WHERE kind = %(kind)s) AS known
 
 -- name: set_kind_paused :one
