@@ -78,7 +78,9 @@ def test_resuming_makes_the_backlog_claimable_again_and_running_jobs_are_not_tou
 
 
 def test_limit_overrides_change_only_the_named_limits(backend: Backend) -> None:
-    first = backend.set_kind_limits(KIND, {"global_concurrency": 4, "rate_limit": "10/s"}, actor="a")
+    first = backend.set_kind_limits(
+        KIND, {"global_concurrency": 4, "rate_limit": "10/s"}, actor="a"
+    )
     assert first.overrides == Limits(4, "10/s", None)
     second = backend.set_kind_limits(KIND, {"rate_limit": None, "key_concurrency": 2}, actor="b")
     assert second.overrides == Limits(4, None, 2)

@@ -1419,8 +1419,13 @@ def test_the_claim_of_a_paused_kind_never_runs_its_probe(planner: Planner) -> No
         planner.conn.execute(f"INSERT INTO {table} (kind, paused) VALUES ('crm.sync', true)")
         rows = planner.conn.execute(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + planner.queries.claim_jobs.sql,
-            {"kinds": kinds, "limit": 8, "worker_id": "w", "lease": timedelta(minutes=1),
-             "horizon": timedelta(0)},
+            {
+                "kinds": kinds,
+                "limit": 8,
+                "worker_id": "w",
+                "lease": timedelta(minutes=1),
+                "horizon": timedelta(0),
+            },
         ).fetchone()
     assert rows is not None
     plan = Plan.parse(rows["QUERY PLAN"])
