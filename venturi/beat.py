@@ -116,6 +116,8 @@ class Beat:
         self._superseded: set[str] = set()
         #: Whether "standing by" was logged since the last time this Beat led (logged once).
         self._is_standing_by = False
+        #: The stored schedules' names as of the last iteration (a removal is a name gone).
+        self._stored_seen: frozenset[str] = frozenset()
         #: Stored schedules this Beat warned it cannot run (logged once each).
         self._unrunnable: set[str] = set()
 
@@ -176,6 +178,7 @@ class Beat:
                 continue
             self._unrunnable.discard(stored.name)
             active[stored.name] = schedule
+        self._stored_seen = frozenset(active.keys() - schedules.keys()) | paused | left
         return active, paused, left
 
     # -- one iteration ---------------------------------------------------------------------
@@ -187,8 +190,12 @@ class Beat:
         leadership: tests call it directly (STYLE R9), and so may a caller that
         knows it is the only scheduler.
         """
+        stored_before = self._stored_seen
         schedules, paused, left = self._with_stored(self.schedules())
-        if not schedules and not paused:
+        # A Beat that knows no schedule at all cancels only the rows of the stored ones
+        # it saw removed: any other row may be another App's code schedule's.
+        knows_the_prefix = bool(schedules or paused or left)
+        if not knows_the_prefix and not stored_before:
             return []
         # Read the pending rows before the clock ("At most once", ADR 0108).
         rows = self.backend.pending_with_dedup_prefix(DEDUP_PREFIX)
@@ -200,8 +207,15 @@ class Beat:
             pending.setdefault(row.dedup_key.removeprefix(DEDUP_PREFIX), []).append(row)
         for name, orphans in pending.items():
             if name in paused:
-                self._cancel_future(orphans, now, note="schedule paused", name=name)
-            elif name not in schedules and name not in left:
+                # Superseded, not taken: resumed, the schedule enqueues that tick again.
+                self._superseded.update(
+                    self._cancel_future(orphans, now, note="schedule paused", name=name)
+                )
+            elif (
+                name not in schedules
+                and name not in left
+                and (knows_the_prefix or name in stored_before)
+            ):
                 self._cancel_future(orphans, now, note="schedule removed", name=name)
         jobs = [
             job

@@ -99,7 +99,6 @@ class KindControlMethods:
         (``KindNotFound``) or a fair kind (``ConfigurationError``: fair claims
         take no limits, ADR 0129): nothing is written.
         """
-        kind = self._known_kind(kind)
         given = {
             "global_concurrency": global_concurrency,
             "rate_limit": rate_limit,
@@ -115,6 +114,7 @@ class KindControlMethods:
                 f"set_limits({kind!r}) names no limit: give one of {', '.join(LIMIT_NAMES)}"
                 " (None clears an override)"
             )
+        kind = self._known_kind(kind)
         task = self.tasks().get(kind)
         limits_set = [n for n in ("global_concurrency", "rate_limit") if changes.get(n) is not None]
         if task is not None and task.options.fair_key is not None and limits_set:
