@@ -95,7 +95,8 @@ class ScheduleControlMethods:
         if any(declared.name == name for declared in self.schedules()):
             raise DuplicateSchedule(name, "declared in code")
         stored = StoredSchedule(name, cron, timezone, kind, dict(schedule.kwargs))
-        return self.backend.add_schedule(stored, actor=actor_name(actor))
+        by = actor_name(actor)
+        return self.backend.add_schedule(stored, actor=by)
 
     def stored_schedules(self) -> list[StoredSchedule]:
         """Every schedule stored in the database, by name."""
@@ -151,19 +152,18 @@ class ScheduleControlMethods:
     def pause_schedule(self, name: str, *, actor: str | None = None) -> StoredSchedule:
         """Stop enqueuing a stored schedule's ticks (its next, not yet due row is
         cancelled by the beat, note ``schedule paused``)."""
-        return self.backend.set_schedule_paused(
-            self._stored_name(name), paused=True, actor=actor_name(actor)
-        )
+        name, actor = self._stored_name(name), actor_name(actor)
+        return self.backend.set_schedule_paused(name, paused=True, actor=actor)
 
     def resume_schedule(self, name: str, *, actor: str | None = None) -> StoredSchedule:
         """Enqueue a paused schedule's ticks again, from its next tick (none is caught up)."""
-        return self.backend.set_schedule_paused(
-            self._stored_name(name), paused=False, actor=actor_name(actor)
-        )
+        name, actor = self._stored_name(name), actor_name(actor)
+        return self.backend.set_schedule_paused(name, paused=False, actor=actor)
 
     def remove_schedule(self, name: str, *, actor: str | None = None) -> StoredSchedule:
         """Delete a stored schedule (the beat cancels its not yet due row); returns it."""
-        return self.backend.remove_schedule(self._stored_name(name), actor=actor_name(actor))
+        name, actor = self._stored_name(name), actor_name(actor)
+        return self.backend.remove_schedule(name, actor=actor)
 
     def trigger_schedule(self, name: str, *, actor: str | None = None) -> JobRef:
         """Enqueue one run of a schedule's task now (code or stored, paused or not),

@@ -160,7 +160,7 @@ def test_a_limit_override_holds_across_a_fleet_and_raising_it_lets_more_run(
     work = control.tasks()["control.work"]
     for _ in range(3):
         processes.start("worker", "--concurrency", "4")
-    work.delay()
+    work.delay(0)
     wait_until(lambda: _status_count(db, "control.work", "completed") == 1, timeout=60)
 
     control.set_limits("control.work", global_concurrency=2)
