@@ -10,6 +10,11 @@
   other kinds (paused and overridden), and the same with the served kind's own row,
   active. An A/A pair (the baseline in both turns) gives the noise floor. The whole
   measurement runs twice, the kinds swapped.
+- **path**: the same comparison through ``PostgresBackend.claim`` (the pool, the
+  claim's JSON input, the rows made jobs): two backends on one prefix, one with its
+  ``claim_jobs`` replaced by the text without the check, alternating claim by claim,
+  ``_kind_controls`` empty (nothing paused, nothing overridden: the case the issue
+  bounds at 5%), both kind orders.
 - **pause**: a worker (in process, ``--concurrency``, no claim-ahead) draining a
   steady stream of a kind; ``app.pause_kind`` at a random moment; the time from the
   pause's commit to the last start of a job of the kind (a job started before the
@@ -22,6 +27,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import re
 import secrets
@@ -37,6 +43,7 @@ from psycopg.rows import dict_row
 from workload import database_url, drop_prefix
 
 import venturi
+from venturi.postgres import PostgresBackend
 from venturi.postgres.backend import claim_input
 from venturi.postgres.sessions import configure_claim_session
 from venturi.worker import Worker
@@ -178,6 +185,53 @@ def _lockstep(
     return statistics.median(times[0]) * 1000, statistics.median(times[1]) * 1000
 
 
+def path_costs(url: str, claims: int) -> dict[str, float]:
+    """Median ms per ``backend.claim`` of 8, with the check and without, both orders."""
+    prefix = f"bench_q_{secrets.token_hex(3)}"
+    app = venturi.App(url, prefix=prefix, set_as_current=False)
+    app.migrate()
+    shipped = PostgresBackend(url, prefix=prefix)
+    before = PostgresBackend(url, prefix=prefix)
+    queries = before._queries._queries  # type: ignore[attr-defined]
+    queries["claim_jobs"] = dataclasses.replace(
+        queries["claim_jobs"], sql=without_pause_check(queries["claim_jobs"].sql, prefix)
+    )
+    totals = {"with check": 0.0, "without": 0.0}
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for order in (KINDS, KINDS[::-1]):
+                for kind in order:
+                    conn.execute(
+                        f"INSERT INTO {prefix}_jobs (id, kind, payload, status, created_at,"
+                        " visible_at) SELECT %s || lpad(n::text, 8, '0'), %s, '{}', 'pending',"
+                        " now(), now() FROM generate_series(1, %s) AS n",
+                        (secrets.token_hex(4), kind, claims * 8),
+                    )
+                conn.execute(f"VACUUM ANALYZE {prefix}_jobs")
+                sides = {"with check": (shipped, order[0]), "without": (before, order[1])}
+                times: dict[str, list[float]] = {name: [] for name in sides}
+                for _ in range(claims):
+                    for name, (backend, kind) in sides.items():
+                        started = time.perf_counter()
+                        jobs = backend.claim(kinds=[kind], limit=8, worker_id="b", lease=LEASE)
+                        times[name].append(time.perf_counter() - started)
+                        conn.execute(
+                            f"UPDATE {prefix}_jobs SET status = 'completed',"
+                            " finished_at = now(), claim_expires_at = NULL WHERE id = ANY(%s)",
+                            ([job.claim.job_id for job in jobs],),
+                        )
+                for name, values in times.items():
+                    totals[name] += statistics.median(values) * 1000 / 2
+                conn.execute(f"DELETE FROM {prefix}_jobs")
+    finally:
+        shipped.close()
+        before.close()
+        app.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            drop_prefix(conn, prefix)
+    return totals
+
+
 def pause_latencies(url: str, trials: int, concurrency: int) -> list[float]:
     """Seconds from each pause's commit to the kind's last start after it (0: none)."""
     prefix = f"bench_p_{secrets.token_hex(3)}"
@@ -232,7 +286,7 @@ def main() -> None:
     parser.add_argument("--controls", type=int, default=100)
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--sections", default="claim,pause")
+    parser.add_argument("--sections", default="claim,path,pause")
     args = parser.parse_args()
     args.database_url = database_url(args.database_url)
     sections = set(args.sections.split(","))
@@ -240,6 +294,13 @@ def main() -> None:
         print("claim of 8, median ms (mean of both kind orders)")
         for label, row in claim_costs(args.database_url, args.claims, args.controls).items():
             print(f"  {label:55} {row['a']:.3f} / {row['b']:.3f}  ratio {row['a'] / row['b']:.3f}")
+    if "path" in sections:
+        costs = path_costs(args.database_url, args.claims)
+        with_check, without = costs["with check"], costs["without"]
+        print(
+            f"backend.claim of 8, median ms: with the check {with_check:.3f}, without"
+            f" {without:.3f}, ratio {with_check / without:.3f}"
+        )
     if "pause" in sections:
         latencies = sorted(pause_latencies(args.database_url, args.trials, args.concurrency))
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
