@@ -12,7 +12,8 @@
   measurement runs twice, the kinds swapped.
 - **path**: the same comparison through ``PostgresBackend.claim`` (the pool, the
   claim's JSON input, the rows made jobs): two backends on one prefix, one with its
-  ``claim_jobs`` replaced by the text without the check, alternating claim by claim,
+  ``claim_jobs`` replaced by the text without the check (and a third, the same, for
+  an A/A floor), taking turns claim by claim,
   ``_kind_controls`` empty (nothing paused, nothing overridden: the case the issue
   bounds at 5%), both kind orders.
 - **pause**: a worker (in process, ``--concurrency``, no claim-ahead) draining a
@@ -50,6 +51,8 @@ from venturi.worker import Worker
 
 LEASE = timedelta(minutes=5)
 KINDS = ("bench.a", "bench.b")
+#: The path section's third side: the text without the check again, its own kind.
+KINDS_AA = "bench.c"
 
 #: The pause check of claim_jobs (ADR 0139), as the shipped text has it.
 _GATE = """    CROSS JOIN LATERAL (
@@ -192,15 +195,17 @@ def path_costs(url: str, claims: int) -> dict[str, float]:
     app.migrate()
     shipped = PostgresBackend(url, prefix=prefix)
     before = PostgresBackend(url, prefix=prefix)
-    queries = before._queries._queries  # type: ignore[attr-defined]
-    queries["claim_jobs"] = dataclasses.replace(
-        queries["claim_jobs"], sql=without_pause_check(queries["claim_jobs"].sql, prefix)
-    )
-    totals = {"with check": 0.0, "without": 0.0}
+    control = PostgresBackend(url, prefix=prefix)
+    for backend in (before, control):
+        queries = backend._queries._queries  # type: ignore[attr-defined]
+        queries["claim_jobs"] = dataclasses.replace(
+            queries["claim_jobs"], sql=without_pause_check(queries["claim_jobs"].sql, prefix)
+        )
+    totals = {"with check": 0.0, "without": 0.0, "without (A/A)": 0.0}
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             for order in (KINDS, KINDS[::-1]):
-                for kind in order:
+                for kind in (*order, KINDS_AA):
                     conn.execute(
                         f"INSERT INTO {prefix}_jobs (id, kind, payload, status, created_at,"
                         " visible_at) SELECT %s || lpad(n::text, 8, '0'), %s, '{}', 'pending',"
@@ -208,7 +213,11 @@ def path_costs(url: str, claims: int) -> dict[str, float]:
                         (secrets.token_hex(4), kind, claims * 8),
                     )
                 conn.execute(f"VACUUM ANALYZE {prefix}_jobs")
-                sides = {"with check": (shipped, order[0]), "without": (before, order[1])}
+                sides = {
+                    "with check": (shipped, order[0]),
+                    "without": (before, order[1]),
+                    "without (A/A)": (control, KINDS_AA),
+                }
                 times: dict[str, list[float]] = {name: [] for name in sides}
                 for _ in range(claims):
                     for name, (backend, kind) in sides.items():
@@ -224,8 +233,8 @@ def path_costs(url: str, claims: int) -> dict[str, float]:
                     totals[name] += statistics.median(values) * 1000 / 2
                 conn.execute(f"DELETE FROM {prefix}_jobs")
     finally:
-        shipped.close()
-        before.close()
+        for backend in (shipped, before, control):
+            backend.close()
         app.close()
         with psycopg.connect(url, autocommit=True) as conn:
             drop_prefix(conn, prefix)
@@ -296,10 +305,11 @@ def main() -> None:
             print(f"  {label:55} {row['a']:.3f} / {row['b']:.3f}  ratio {row['a'] / row['b']:.3f}")
     if "path" in sections:
         costs = path_costs(args.database_url, args.claims)
-        with_check, without = costs["with check"], costs["without"]
+        with_check, without, again = costs.values()
         print(
             f"backend.claim of 8, median ms: with the check {with_check:.3f}, without"
-            f" {without:.3f}, ratio {with_check / without:.3f}"
+            f" {without:.3f} (ratio {with_check / without:.3f}), without again {again:.3f}"
+            f" (A/A ratio {again / without:.3f})"
         )
     if "pause" in sections:
         latencies = sorted(pause_latencies(args.database_url, args.trials, args.concurrency))
