@@ -171,11 +171,13 @@ def test_a_global_concurrency_override_reaches_a_running_worker_and_clearing_it_
         with lock:
             running[0] -= 1
 
-    start_worker(concurrency=4)
+    # Polling every 30 s: the change's wake-up makes the idle worker read the overrides
+    # at once, not at its next poll.
+    start_worker(concurrency=4, poll_interval=30.0)
     work.delay()
     wait_until(lambda: app.kinds()[0].counts[Status.COMPLETED] == 1)
     app.set_limits(KIND, global_concurrency=1)
-    time.sleep(1.5)  # one read of the overrides (runner.CONTROL_REFRESH)
+    time.sleep(0.5)
     peak[0] = 0
     for _ in range(12):
         work.delay()
@@ -183,7 +185,7 @@ def test_a_global_concurrency_override_reaches_a_running_worker_and_clearing_it_
     assert peak[0] == 1
 
     app.set_limits(KIND, global_concurrency=None)
-    time.sleep(1.5)
+    time.sleep(0.5)
     peak[0] = 0
     for _ in range(16):
         work.delay()

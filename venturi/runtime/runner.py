@@ -41,6 +41,9 @@ MIN_AGING_STEP = 0.1
 #: reaches every worker within about this long. Pauses need no read: the claim itself
 #: leaves a paused kind out.
 CONTROL_REFRESH = 1.0
+#: Shortest time between two reads of the overrides when wake-ups ask for them: a
+#: change wakes the workers (its NOTIFY), which then read at once, at most this often.
+CONTROL_MIN_GAP = 0.1
 
 
 def worker_id() -> str:
@@ -102,6 +105,9 @@ class Runner:
         self._overrides: dict[str, KindLimits] = {}
         self._override_reads = 0
         self._next_control_read = 0.0
+        self._last_control_read = 0.0
+        #: A wake-up asked for a read that ``CONTROL_MIN_GAP`` deferred (``woken``).
+        self._is_control_read_asked = False
 
     def lease_keeper(
         self,
@@ -165,6 +171,8 @@ class Runner:
         now = time.monotonic()
         if now >= self._next_control_read and self._tasks:
             self._next_control_read = now + CONTROL_REFRESH
+            self._last_control_read = now
+            self._is_control_read_asked = False
             self._overrides = {
                 control.kind: limits
                 for control in self.backend.kind_controls(self._tasks)
@@ -174,6 +182,21 @@ class Runner:
         if plan.overrides_read != self._override_reads:
             plan.override(self._overrides)
             plan.overrides_read = self._override_reads
+
+    def woken(self) -> None:
+        """The claim loop was woken (a NOTIFY, perhaps a control change's): the next claim
+        reads the overrides, unless one read them less than ``CONTROL_MIN_GAP`` ago (then
+        ``control_read_due_in`` says when the deferred read is due)."""
+        self._is_control_read_asked = True
+        self._next_control_read = min(
+            self._next_control_read, self._last_control_read + CONTROL_MIN_GAP
+        )
+
+    def control_read_due_in(self, now: float) -> float | None:
+        """Seconds until the read a wake-up asked for; None when none is pending."""
+        if not self._is_control_read_asked:
+            return None
+        return max(self._next_control_read - now, 0.0)
 
     def _claim_in_turns(
         self,
