@@ -20,6 +20,7 @@ from venturi.backend import Backend
 from venturi.context import Context
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound, WorkflowNotFound
 from venturi.events import Events
+from venturi.kind_control import KindControlMethods
 from venturi.naming import BEAT_ROLE, DEFAULT_PREFIX, Prefix
 from venturi.options import TaskOptions, validate_age_after
 from venturi.reads import ReadRouting, ReplicaBackend
@@ -31,6 +32,7 @@ from venturi.results import (
     wait_for_result,
 )
 from venturi.schedule import Schedule
+from venturi.schedule_control import ScheduleControlMethods
 from venturi.serialization import is_storable_text
 from venturi.task import Task, TaskDecorator, default_registry
 from venturi.types import (
@@ -84,8 +86,11 @@ def _status(value: Status | str | None) -> Status | None:
         raise InvalidArgument(f"unknown status {value!r}; use one of {allowed}") from None
 
 
-class App(ReadRouting, SharedLimits):
+class App(ReadRouting, SharedLimits, KindControlMethods, ScheduleControlMethods):
     """One queue: a database (URL or embedded server), a prefix, and tasks.
+
+    Control at run time (pausing kinds, overriding limits, stored schedules; ADR
+    0139) comes from the two mixins, ``kind_control`` and ``schedule_control``.
 
     Options:
         database_url: a libpq URL. ``None`` reads ``$VENTURI_DATABASE_URL``,

@@ -19,6 +19,13 @@ leadership) are in ADR 0108. One iteration (``run_once``), per schedule:
 Pending rows of a schedule this App does not declare are cancelled with the
 note ``schedule removed`` when not yet due; due rows and runs in progress are
 left to finish.
+
+Schedules stored in the database (``App.add_schedule``, ADR 0139) are read at
+every iteration and handled as code ones, so a change is live within one
+``interval``, on whichever beat leads. A paused one's future row is cancelled
+with the note ``schedule paused``; one whose task this process does not
+register is left alone (with a warning), its rows untouched. A code schedule
+wins over a stored one of the same name.
 """
 
 from __future__ import annotations
@@ -30,19 +37,22 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
-from venturi.backend import Coordination, Enqueue, Leadership, Operator
+from venturi.backend import Control, Coordination, Enqueue, Leadership, Operator
 from venturi.errors import (
     BackendUnavailable,
     ConfigurationError,
     InvalidSchedule,
     InvalidState,
     JobNotFound,
+    SchemaMissing,
+    VenturiError,
 )
 from venturi.events import BeatTicked
 from venturi.naming import BEAT_ROLE
 from venturi.refs import JobRef
 from venturi.runtime.service import ServiceThread, check_at_start, run_until_signalled
 from venturi.schedule import DEDUP_PREFIX, Schedule, duplicate_names
+from venturi.schedule_control import stored_as_schedule
 from venturi.serialization import decode_json
 from venturi.types import JobRow, NewJob
 
@@ -54,9 +64,10 @@ __all__ = ["Beat", "BeatBackend"]
 logger = logging.getLogger(__name__)
 
 
-class BeatBackend(Enqueue, Coordination, Operator, Protocol):
+class BeatBackend(Enqueue, Coordination, Operator, Control, Protocol):
     """The storage roles a Beat uses: enqueue and the dedup-key reads of its ticks,
-    the database clock and leadership, and cancelling a superseded tick."""
+    the database clock and leadership, cancelling a superseded tick, and the stored
+    schedules."""
 
 
 class Beat:
@@ -90,10 +101,11 @@ class Beat:
         self.app = app
         self.interval = float(interval)
         self.standby_interval = float(standby_interval)
-        if not self.schedules():
+        if not self.schedules() and not self._has_stored_schedules():
             raise ConfigurationError(
-                "the App declares no schedules: declare them with @task(schedule=...) or "
-                "app.periodic(...), and import their modules before starting Beat"
+                "the App declares no schedules and the database stores none: declare them "
+                "with @task(schedule=...) or app.periodic(...), and import their modules "
+                "before starting Beat (or add one with app.add_schedule)"
             )
         self._lock = threading.Lock()
         self._leadership: Leadership | None = None
@@ -104,6 +116,10 @@ class Beat:
         self._superseded: set[str] = set()
         #: Whether "standing by" was logged since the last time this Beat led (logged once).
         self._is_standing_by = False
+        #: The stored schedules' names as of the last iteration (a removal is a name gone).
+        self._stored_seen: frozenset[str] = frozenset()
+        #: Stored schedules this Beat warned it cannot run (logged once each).
+        self._unrunnable: set[str] = set()
 
     @property
     def backend(self) -> BeatBackend:
@@ -125,6 +141,46 @@ class Beat:
             )
         return {schedule.name: schedule for schedule in schedules}
 
+    def _has_stored_schedules(self) -> bool:
+        try:
+            return bool(self.backend.stored_schedules())
+        except (BackendUnavailable, SchemaMissing):
+            return False
+
+    def _with_stored(
+        self, schedules: Mapping[str, Schedule]
+    ) -> tuple[dict[str, Schedule], set[str], set[str]]:
+        """The code schedules and the active stored ones, by name; the names of the paused
+        stored ones; the names whose rows are left alone (a task not registered here)."""
+        active = dict(schedules)
+        paused: set[str] = set()
+        left: set[str] = set()
+        tasks = self.app.tasks()
+        for stored in self.backend.stored_schedules():
+            if stored.name in schedules:
+                continue  # the code's declaration wins
+            if stored.paused:
+                paused.add(stored.name)
+                continue
+            try:
+                schedule = stored_as_schedule(stored, tasks)
+            except VenturiError as exc:  # its arguments no longer fit the task's code
+                schedule, reason = None, str(exc)
+            else:
+                reason = f"no task of this process registers {stored.kind!r}"
+            if schedule is None:
+                left.add(stored.name)
+                if stored.name not in self._unrunnable:
+                    self._unrunnable.add(stored.name)
+                    logger.warning(
+                        "stored schedule %s is not run by this beat: %s", stored.name, reason
+                    )
+                continue
+            self._unrunnable.discard(stored.name)
+            active[stored.name] = schedule
+        self._stored_seen = frozenset(active.keys() - schedules.keys()) | paused | left
+        return active, paused, left
+
     # -- one iteration ---------------------------------------------------------------------
 
     def run_once(self, now: datetime | None = None) -> list[JobRef]:
@@ -134,8 +190,12 @@ class Beat:
         leadership: tests call it directly (STYLE R9), and so may a caller that
         knows it is the only scheduler.
         """
-        schedules = self.schedules()
-        if not schedules:
+        stored_before = self._stored_seen
+        schedules, paused, left = self._with_stored(self.schedules())
+        # A Beat that knows no schedule at all cancels only the rows of the stored ones
+        # it saw removed: any other row may be another App's code schedule's.
+        knows_the_prefix = bool(schedules or paused or left)
+        if not knows_the_prefix and not stored_before:
             return []
         # Read the pending rows before the clock ("At most once", ADR 0108).
         rows = self.backend.pending_with_dedup_prefix(DEDUP_PREFIX)
@@ -146,7 +206,16 @@ class Beat:
             assert row.dedup_key is not None
             pending.setdefault(row.dedup_key.removeprefix(DEDUP_PREFIX), []).append(row)
         for name, orphans in pending.items():
-            if name not in schedules:
+            if name in paused:
+                # Superseded, not taken: resumed, the schedule enqueues that tick again.
+                self._superseded.update(
+                    self._cancel_future(orphans, now, note="schedule paused", name=name)
+                )
+            elif (
+                name not in schedules
+                and name not in left
+                and (knows_the_prefix or name in stored_before)
+            ):
                 self._cancel_future(orphans, now, note="schedule removed", name=name)
         jobs = [
             job

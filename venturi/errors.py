@@ -8,6 +8,7 @@ The tree::
     │   ├── EmbeddedUnavailable   no database URL and the `embedded` extra is missing
     │   ├── DuplicateKind         two different functions registered under one kind
     │   ├── InvalidSchedule       a cron expression or time zone that does not parse
+    │   │   └── DuplicateSchedule a stored schedule's name is taken (ADR 0139)
     │   └── NoCurrentApp          a default-registry task was enqueued before any App existed
     ├── EnqueueError              a call that cannot become a job; nothing was written
     │   ├── ArgumentsMismatch     the call does not fit the handler's signature
@@ -19,6 +20,8 @@ The tree::
     │   └── InvalidKind           empty kind, or one with control characters
     ├── InvalidArgument           an operation's argument out of range (limit, status, ...)
     ├── JobNotFound               an operation named an id that does not exist
+    ├── KindNotFound              no task registers the kind and no row or state has it
+    ├── ScheduleNotFound          no stored (or declared) schedule has that name
     ├── WorkflowNotFound          no step of that workflow exists (no such id, or cleaned up)
     ├── InvalidState              an operation on a job whose status does not allow it
     ├── JobFailed                 a waited-for job ended dead (job id, note; ADR 0124)
@@ -53,6 +56,7 @@ __all__ = [
     "DatabaseAhead",
     "DatabaseRefused",
     "DuplicateKind",
+    "DuplicateSchedule",
     "EmbeddedUnavailable",
     "EnqueueError",
     "Fail",
@@ -66,12 +70,14 @@ __all__ = [
     "InvalidState",
     "JobFailed",
     "JobNotFound",
+    "KindNotFound",
     "MigrationError",
     "NoCurrentApp",
     "ReplicaUnavailable",
     "ResultTimeout",
     "ResultUnavailable",
     "Retry",
+    "ScheduleNotFound",
     "SchemaMissing",
     "VenturiError",
     "WorkflowNotFound",
@@ -109,6 +115,18 @@ class DuplicateKind(ConfigurationError):
 
 class InvalidSchedule(ConfigurationError):
     """A cron expression or a time zone that does not parse."""
+
+
+class DuplicateSchedule(InvalidSchedule):
+    """A schedule of that name exists already (stored, or declared in code); nothing
+    was written (ADR 0139)."""
+
+    def __init__(self, name: str, where: str) -> None:
+        super().__init__(
+            f"a schedule named {name!r} is already {where}; pick another name, or remove "
+            "the stored one first (app.remove_schedule / venturi schedules remove)"
+        )
+        self.name = name
 
 
 class NoCurrentApp(ConfigurationError):
@@ -189,6 +207,26 @@ class JobNotFound(VenturiError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job with id {job_id!r}")
         self.job_id = job_id
+
+
+class KindNotFound(VenturiError):
+    """No task of the App registers the kind, and the prefix has no job or stored state
+    of it (ADR 0139); nothing was written."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(
+            f"unknown kind {kind!r}: no task of this App registers it and the prefix has "
+            "no job of it; check the spelling, or pass --app so its tasks are registered"
+        )
+        self.kind = kind
+
+
+class ScheduleNotFound(VenturiError):
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"no schedule named {name!r}; `venturi schedules list` shows the schedules"
+        )
+        self.name = name
 
 
 class WorkflowNotFound(VenturiError):

@@ -35,6 +35,7 @@ __all__ = [
     "DEDUP_PREFIX",
     "Schedule",
     "duplicate_names",
+    "validated_name",
 ]
 
 #: Dedup keys starting with this are Beat's bookkeeping; tasks must not use it.
@@ -80,7 +81,7 @@ class Schedule:
         """
         validate_schedule(cron, timezone)
         schedule = cls(
-            name=_validated_name(task.kind if name is None else name),
+            name=validated_name(task.kind if name is None else name),
             expression=cron,
             timezone=timezone,
             task=task,
@@ -135,7 +136,8 @@ def duplicate_names(schedules: Iterable[Schedule]) -> list[str]:
     return sorted(duplicates)
 
 
-def _validated_name(name: object) -> str:
+def validated_name(name: object) -> str:
+    """A schedule name: non-empty text without control characters (``InvalidSchedule``)."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidSchedule(f"invalid schedule name {name!r}: must be a non-empty string")
     if any(unicodedata.category(c).startswith("C") for c in name):

@@ -19,6 +19,7 @@ from backends import CASES, LEASE, WORKER, BackendCase, ClaimAll
 from venturi.backend import (
     Backend,
     Claims,
+    Control,
     Coordination,
     Enqueue,
     Leases,
@@ -43,6 +44,7 @@ _operator_check: type[Operator] = PostgresBackend
 _workers_check: type[Workers] = PostgresBackend
 _results_check: type[Results] = PostgresBackend
 _workflows_check: type[Workflows] = PostgresBackend
+_control_check: type[Control] = PostgresBackend
 _schema_check: type[Schema] = PostgresBackend
 
 
@@ -75,7 +77,8 @@ def backend(database_url: str, prefix: str, build_backend: Callable[[], Backend]
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(
             f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits,"
-            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors"
+            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors, {prefix}_kind_controls,"
+            f" {prefix}_schedules, {prefix}_backfills, {prefix}_audit"
         )
     return build_backend()
 

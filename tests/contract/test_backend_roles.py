@@ -50,6 +50,7 @@ ROLES = (
     storage.Workers,
     storage.Results,
     storage.Workflows,
+    storage.Control,
     storage.Schema,
     storage.Callbacks,
     storage.Keys,

@@ -1509,3 +1509,108 @@ def test_the_expiry_test_of_a_claim_is_computed_on_the_claimed_rows_only(
         for n in scans
     ), plan.text
     assert plan.seq_scans(fair.jobs) == [], plan.text
+
+
+# -- control at run time (ADR 0139) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("served", SERVED)
+def test_the_claim_reads_each_served_kinds_state_by_primary_key_before_its_probe(
+    planner: Planner, served: tuple[str, ...]
+) -> None:
+    """The pause check is one _kind_controls primary-key probe per served kind, gating the
+    kind's _jobs_claim probe (a one-time filter), on the ad hoc and the generic plan."""
+    ad_hoc = planner.explain("claim_jobs", **_claim_params(served, 8))
+    with _on_a_claim_session(
+        planner.conn, planner.queries.claim_jobs.sql, _CLAIM_PARAM_TYPES
+    ) as run:
+        generic = _plan_of(run, _claim_params(served, 8))
+    for plan in (ad_hoc, generic):
+        _assert_per_kind_claim_probes(planner, plan)
+        probes = plan.index_scans(planner.index("_kind_controls_pkey"))
+        assert probes, plan.text
+        assert all("kind" in n.get("Index Cond") for n in probes), plan.text
+        assert plan.seq_scans(f"{planner.prefix.value}_kind_controls") == [], plan.text
+
+
+def test_the_claim_of_a_paused_kind_never_runs_its_probe(planner: Planner) -> None:
+    """Measured, not planned: with the kind paused, its _jobs_claim probe is never executed."""
+    kinds = claim_input(["crm.sync"], [8])
+    table = f"{planner.prefix.value}_kind_controls"
+    with planner.conn.transaction(force_rollback=True):
+        planner.conn.execute(f"INSERT INTO {table} (kind, paused) VALUES ('crm.sync', true)")
+        rows = planner.conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + planner.queries.claim_jobs.sql,
+            {
+                "kinds": kinds,
+                "limit": 8,
+                "worker_id": "w",
+                "lease": timedelta(minutes=1),
+                "horizon": timedelta(0),
+            },
+        ).fetchone()
+    assert rows is not None
+    plan = Plan.parse(rows["QUERY PLAN"])
+    [probe] = plan.index_scans(planner.index("_jobs_claim"))
+    assert probe.fields["Actual Loops"] == 0, plan.text
+
+
+def test_the_wait_reads_each_kinds_state_by_primary_key(planner: Planner) -> None:
+    plan = planner.explain("time_until_visible", kinds=list(EVERY_KIND))
+    assert plan.index_scans(planner.index("_jobs_visible")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+def test_kind_known_probes_the_history_index_and_never_scans_the_table(planner: Planner) -> None:
+    plan = planner.explain("kind_known", kind="no.such.kind")
+    assert plan.index_scans(planner.index("_jobs_history")), plan.text
+    assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+def test_the_audit_trail_is_a_backward_range_of_its_subject_index(planner: Planner) -> None:
+    plan = planner.explain("audit_trail", subject_type="kind", subject="crm.sync", limit=20)
+    [scan] = plan.index_scans(planner.index("_audit_subject"))
+    assert scan.get("Scan Direction") == "Backward", plan.text
+    assert plan.sorts() == [], plan.text
+
+
+#: The control statements on tables of a few rows each (one per kind or schedule an
+#: operator touched): their plans do not matter; they are planned here so a statement
+#: that no longer plans (a renamed column) fails in this module.
+CONTROL_STATEMENTS = {
+    "kind_controls": {"kinds": ["crm.sync"]},
+    "set_kind_paused": {"kind": "crm.sync", "paused": True},
+    "set_kind_limits": {
+        "kind": "crm.sync",
+        "global_concurrency": 2,
+        "rate_limit": None,
+        "key_concurrency": None,
+        "set_global_concurrency": True,
+        "set_rate_limit": False,
+        "set_key_concurrency": False,
+    },
+    "insert_audit": {
+        "actor": "ops",
+        "subject_type": "kind",
+        "subject": "crm.sync",
+        "action": "pause",
+        "details": "{}",
+    },
+    "add_schedule": {
+        "name": "n",
+        "cron": "* * * * *",
+        "timezone": "UTC",
+        "kind": "crm.sync",
+        "kwargs": "{}",
+    },
+    "stored_schedules": {},
+    "set_schedule_paused": {"name": "n", "paused": True},
+    "remove_schedule": {"name": "n"},
+    "record_backfill": {"name": "n", "ticks": [datetime.now(UTC)], "job_ids": ["J"]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_STATEMENTS))
+def test_the_control_statements_plan(planner: Planner, name: str) -> None:
+    plan = planner.explain_sql(getattr(planner.queries, name).sql, **CONTROL_STATEMENTS[name])
+    assert plan.seq_scans(planner.jobs) == [], plan.text

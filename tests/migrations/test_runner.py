@@ -53,7 +53,7 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
     finally:
         app.close()
 
-    assert [m.version for m in first] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert [m.version for m in first] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
     assert second == []
     rows = history(conn, fresh_prefixes[0])
     names = [(v, n) for v, n, _ in rows]
@@ -73,6 +73,7 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
         (11, "expires"),
         (12, "placeholder_for_issue_29_branch"),
         (13, "key_limits"),
+        (14, "run_time_control"),
     ]
     assert [c for _, _, c in rows] == [m.checksum for m in load_migrations()]
 
@@ -85,9 +86,9 @@ def test_two_prefixes_migrate_and_track_history_independently(
     Migrator(Prefix.parse(two)).migrate(conn)
 
     assert [r[0] for r in history(conn, one)] == [1]
-    assert [r[0] for r in history(conn, two)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert [r[0] for r in history(conn, two)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
     Migrator(Prefix.parse(one)).migrate(conn)
-    assert [r[0] for r in history(conn, one)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert [r[0] for r in history(conn, one)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 
 
 def test_four_processes_migrating_at_once_apply_each_version_once(
@@ -112,8 +113,8 @@ def test_four_processes_migrating_at_once_apply_each_version_once(
     results = [p.communicate(timeout=60) for p in procs]
 
     assert [p.returncode for p in procs] == [0, 0, 0, 0], results
-    assert sorted(int(out) for out, _ in results) == [0, 0, 0, 13]
-    assert [r[0] for r in history(conn, prefix)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert sorted(int(out) for out, _ in results) == [0, 0, 0, 14]
+    assert [r[0] for r in history(conn, prefix)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 
 
 def test_an_edited_migration_is_refused(

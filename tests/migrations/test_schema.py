@@ -463,3 +463,35 @@ def test_the_start_check_names_the_expiry_when_v11_is_missing(
 ) -> None:
     message = start_check_refusal(conn, fresh_prefix, database_url, 10)
     assert "expires_at" in message, message
+
+
+def test_v14_adds_the_control_tables_and_changes_no_seed_table(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """Control at run time (ADR 0139): four tables of its own (kind states, stored
+    schedules, backfills, audit) with their keys; no column, index or constraint of an
+    existing table changes (SPEC 5.1)."""
+    [v14] = [m for m in load_migrations() if m.version == 14]
+    assert v14.name == "run_time_control"
+    before, after = across(conn, fresh_prefix, 14)
+
+    assert after == before
+    keys = conn.execute(
+        "SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE contype = 'p' AND conrelid::regclass::text = ANY(%s) ORDER BY 1",
+        ([f"{fresh_prefix}_{t}" for t in ("kind_controls", "schedules", "backfills", "audit")],),
+    ).fetchall()
+    assert keys == [
+        (f"{fresh_prefix}_audit", "PRIMARY KEY (id)"),
+        (f"{fresh_prefix}_backfills", "PRIMARY KEY (name, tick)"),
+        (f"{fresh_prefix}_kind_controls", "PRIMARY KEY (kind)"),
+        (f"{fresh_prefix}_schedules", "PRIMARY KEY (name)"),
+    ]
+
+
+def test_the_start_check_refuses_a_prefix_without_v14(
+    conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
+) -> None:
+    """The claim reads _kind_controls: its absence is refused at start, not at the claim."""
+    message = start_check_refusal(conn, fresh_prefix, database_url, 13)
+    assert "run `venturi migrate`" in message, message

@@ -99,6 +99,7 @@ VOCABULARY = frozenset(
         "backend",
         "backoff",
         "context",
+        "controls",
         "conversion",
         "cron",
         "cursor",

@@ -7,12 +7,12 @@ stopping worker act on claimed rows (``Leases``), waiters and leaders agree on
 time, wake-ups and roles (``Coordination``), the App's operator methods read
 and change jobs (``Operator``), workers keep the registry (``Workers``),
 result waiters read outcomes (``Results``), workflows are written and read
-(``Workflows``), and the App runs migrations and the start check and closes
-(``Schema``); workers register failure callbacks (``Callbacks``), and the operator reads
-the keys of keyed kinds (``Keys``). ``Backend``
-is their union: what an adapter implements and what the App holds.
-``queries.sql`` and the PostgreSQL adapter's modules follow the same roles in
-the same order.
+(``Workflows``), operators pause kinds, override limits and store schedules
+(``Control``), and the App runs migrations and the start check and closes
+(``Schema``); workers register failure callbacks (``Callbacks``), and the
+operator reads the keys of keyed kinds (``Keys``). ``Backend`` is their union:
+what an adapter implements and what the App holds. ``queries.sql`` and the
+PostgreSQL adapter's modules follow the same roles in the same order.
 
 No SQL, rows, cursors or driver exceptions cross the boundary. The
 ``connection`` handle of ``enqueue`` is typed ``object`` so this module never
@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from venturi.backend.callbacks import Callbacks, Keys
+from venturi.backend.control import Control
 from venturi.backend.coordination import Coordination, Leadership, Listener
 from venturi.backend.fleet import Workers
 from venturi.backend.jobs import CAP_RECHECK, Claims, Enqueue, Leases
@@ -44,6 +45,7 @@ __all__ = [
     "Backend",
     "Callbacks",
     "Claims",
+    "Control",
     "Coordination",
     "Enqueue",
     "Keys",
@@ -67,6 +69,7 @@ class Backend(
     Workers,
     Results,
     Workflows,
+    Control,
     Schema,
     Callbacks,
     Keys,

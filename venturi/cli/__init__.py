@@ -2,12 +2,13 @@
 
 Subcommands: ``migrate``, ``worker``, ``beat``, ``jobs list|show|retry|cancel|add``,
 ``cleanup``, ``embedded status|stop``, ``stats``, ``dashboard``, ``workers``,
-``metrics`` and ``workflows show``. Each takes ``--app module:attribute``
-(the user's App; importing its module registers its tasks), ``--database-url`` and
-``--prefix`` (which override the App's own settings), before or after the
-subcommand name. Without ``--app`` the App is built from the options, then
-``$VENTURI_DATABASE_URL`` / ``$VENTURI_PREFIX``, enough for everything but
-``worker``, ``beat`` and ``jobs add``.
+``metrics``, ``workflows show``, ``kinds [list|pause|resume|limits|show]`` and
+``schedules list|add|pause|resume|trigger|backfill|remove|show``. Each takes ``--app
+module:attribute`` (the user's App; importing its module registers its tasks),
+``--database-url`` and ``--prefix`` (which override the App's own settings), before or
+after the subcommand name. Without ``--app`` the App is built from the options, then
+``$VENTURI_DATABASE_URL`` / ``$VENTURI_PREFIX``, enough for everything but ``worker``,
+``beat`` and ``jobs add``.
 
 Results go to stdout, as aligned tables or, with ``--json``, as one JSON
 document (datetimes ISO 8601 in UTC, durations in seconds). Any failure is one
@@ -23,7 +24,8 @@ A warning about the queue (``stats``: kinds no live worker serves) is one line
 on stderr starting ``venturi: warning:``, with exit status 0.
 
 This module assembles the parser and runs it; ``common`` holds what every
-command shares, and ``jobs``, ``services`` and ``admin`` add their commands.
+command shares, and ``jobs``, ``services``, ``admin`` and ``control`` add their
+commands.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from venturi import logs
-from venturi.cli import admin, jobs, services
+from venturi.cli import admin, control, jobs, services
 from venturi.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -77,6 +79,8 @@ _COMMANDS: tuple[Callable[[Commands], None], ...] = (
     admin.add_workers,
     services.add_metrics,
     admin.add_workflows,
+    control.add_kinds,
+    control.add_schedules,
 )
 
 #: The commands that run until stopped: they log at INFO unless told otherwise.

@@ -172,7 +172,7 @@ def _cmd_beat(args: argparse.Namespace) -> int:
     from venturi.beat import Beat
 
     with closing(open_app(args)) as app, _serving_health(app, args):
-        if not app.schedules():
+        if not app.schedules() and not app.stored_schedules():
             raise UsageError("no schedules to run: pass --app module:attribute to load your tasks")
         Beat(app).run()
     return EXIT_OK

@@ -69,6 +69,7 @@ NAVIGATION = (
     ("jobs", "Jobs"),
     ("workflows", "Workflows"),
     ("workers", "Workers"),
+    ("kinds", "Kinds"),
     ("keys", "Keys"),
     ("schedules", "Schedules"),
     ("enqueue", "Enqueue"),
@@ -89,6 +90,12 @@ NOTICES = {
     "signed-in": "Signed in: changes are allowed in this browser.",
     "sign-in-to-read": "Sign in with the dashboard's token to read it.",
     "signed-out": "Signed out.",
+    "kind-pause": "Paused: no worker claims this kind until it is resumed; running jobs finish.",
+    "kind-resume": "Resumed: workers claim this kind again.",
+    "kind-limits": "Limits set: every worker uses them within seconds.",
+    "schedule-pause": "Schedule paused.",
+    "schedule-resume": "Schedule resumed.",
+    "schedule-trigger": "Schedule triggered: one run enqueued now.",
 }
 
 

@@ -14,8 +14,10 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
+from venturi.controls import AuditEntry, ScheduleInfo
 from venturi.cursor import Cursor, decode_cursor, encode_cursor
 from venturi.dashboard.board import Dashboard, board_of
+from venturi.dashboard.control import AUDIT_SHOWN
 from venturi.dashboard.views import (
     CHART_MINUTES,
     MAX_PARENTS_SHOWN,
@@ -239,8 +241,24 @@ async def schedules(request: Request) -> Response:
         arguments = format_json({"args": list(schedule.args), "kwargs": dict(schedule.kwargs)})
         rows.append((schedule, ticks, arguments))
     leader = await board.read(("active_beat",), board.app.active_beat)
+    stored = await board.read(("stored_schedules",), lambda: _stored_rows(board))
     return board.render(
         request,
         "schedules.html",
-        {"page": "schedules", "schedules": rows, "beat": beat_row(leader, now)},
+        {
+            "page": "schedules",
+            "schedules": rows,
+            "stored": stored,
+            "beat": beat_row(leader, now),
+        },
     )
+
+
+def _stored_rows(board: Dashboard) -> list[tuple[ScheduleInfo, str, list[AuditEntry]]]:
+    """The stored schedules (ADR 0139), their arguments shown and their audit trails."""
+    app = board.app
+    return [
+        (info, format_json(dict(info.kwargs)), app.schedule_audit(info.name, limit=AUDIT_SHOWN))
+        for info in app.list_schedules()
+        if info.source == "database"
+    ]

@@ -33,6 +33,7 @@ from venturi.dashboard.actions import (
     retry,
 )
 from venturi.dashboard.board import HERE, Dashboard, board_of, logger
+from venturi.dashboard.control import kind_change, kinds, schedule_change
 from venturi.dashboard.keys import keys
 from venturi.dashboard.pages import job, jobs, overview, schedules, workers, workflow, workflows
 from venturi.dashboard.security import Authorize, SecurityHeaders
@@ -99,7 +100,10 @@ def _routes() -> list[Route | Mount]:
         _route("/workflows", workflows, "workflows"),
         _route("/workflows/{workflow_id}", workflow, "workflow"),
         _route("/workers", workers, "workers"),
+        _route("/kinds", kinds, "kinds"),
+        _route("/kinds/change", kind_change, "kind_change", "POST"),
         _route("/schedules", schedules, "schedules"),
+        _route("/schedules/change", schedule_change, "schedule_change", "POST"),
         _route("/keys", keys, "keys"),
         _route("/enqueue", enqueue_form, "enqueue"),
         _route("/enqueue", enqueue, "enqueue_post", "POST"),

@@ -2,7 +2,7 @@
 
 Each role's verbs live in a module of their own (``enqueue.py``, ``claims.py``,
 ``leases.py``, ``coordination.py``, ``operations.py``, ``workers.py``,
-``results.py``, ``workflows.py``; the order of venturi/backend/ and of the
+``results.py``, ``workflows.py``, ``control.py``; the order of venturi/backend/ and of the
 sections of ``queries.sql``), as mixins over ``store.Store``: a verb is found on
 the class by inheritance, with no call layer between the caller and its
 statements (the hot paths, claim, finish and enqueue, run as they did in one
@@ -23,6 +23,7 @@ from venturi.errors import ConfigurationError, SchemaMissing
 from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.postgres.callbacks import CallbackVerbs, KeyVerbs
 from venturi.postgres.claims import ClaimVerbs, claim_input
+from venturi.postgres.control import ControlVerbs
 from venturi.postgres.coordination import CoordinationVerbs
 from venturi.postgres.driver_errors import translated_errors
 from venturi.postgres.enqueue import COPY_THRESHOLD, EnqueueVerbs
@@ -57,6 +58,7 @@ class PostgresBackend(
     WorkerVerbs,
     ResultVerbs,
     WorkflowVerbs,
+    ControlVerbs,
     CallbackVerbs,
     KeyVerbs,
 ):

@@ -203,12 +203,20 @@ LIMIT 1
 -- arrays element by element in Python (bench/README.md). is_expired: the row's
 -- expiry is past, or comes before it is visible (a positive horizon), so the
 -- worker ends it dead without running it (ADR 0135); computed on the claimed
--- rows only, so the scans are those of a claim without expiries.
+-- rows only, so the scans are those of a claim without expiries. A paused kind
+-- (ADR 0139) is left out before its probe: one primary-key probe of
+-- _kind_controls per served kind, read by the claim itself, so no worker claims
+-- a paused kind, whatever it cached while it was away.
 WITH picked AS (
     SELECT c.id
     FROM json_to_recordset(%(kinds)s::json) AS k(
         kind text, floor_priority smallint, floor_created_at timestamptz, kind_limit int
     )
+    CROSS JOIN LATERAL (
+        SELECT NOT EXISTS (
+            SELECT 1 FROM {{prefix}}_kind_controls AS s WHERE s.kind = k.kind AND s.paused
+        ) AS is_active
+    ) AS a
     CROSS JOIN LATERAL (
         SELECT id, priority, created_at
         FROM {{prefix}}_jobs
@@ -220,6 +228,7 @@ WITH picked AS (
               coalesce(k.floor_created_at, '-infinity'::timestamptz)
           )
           AND visible_at <= now() + %(horizon)s
+          AND a.is_active
         ORDER BY kind, priority, created_at
         LIMIT k.kind_limit
         FOR UPDATE SKIP LOCKED
@@ -291,7 +300,9 @@ WHERE l.kind = a.kind
 -- within their key, turn), so with fewer keys than `limit` the keys share the
 -- claim in turn, and the rows come back in that order. The cursor moves to the
 -- key of the last job taken. run_count is the claim's fence (ADR 19), and
--- is_expired the expiry test (ADR 0135), as in claim_jobs.
+-- is_expired the expiry test (ADR 0135), as in claim_jobs. A paused kind (ADR
+-- 0139) takes no turn: `turns` is gated on one primary-key probe of
+-- _kind_controls, evaluated once, before the rotation is read.
 WITH RECURSIVE after_key AS (
     SELECT coalesce(
         (SELECT c.fair_key FROM {{prefix}}_fair_cursors AS c WHERE c.kind = %(kind)s), ''
@@ -361,6 +372,9 @@ WITH RECURSIVE after_key AS (
     SELECT r.step, r.tier, r.fair_key
     FROM rotation AS r
     WHERE r.step > 0 AND r.visible_at <= now() + %(horizon)s
+      AND NOT EXISTS (
+          SELECT 1 FROM {{prefix}}_kind_controls AS s WHERE s.kind = %(kind)s AND s.paused
+      )
     LIMIT %(limit)s
 ), picked AS (
     SELECT c.id, c.fair_key, t.tier, t.step,
@@ -424,6 +438,7 @@ ORDER BY tier, rank, step
 -- jobs are taken by (tier, rank within the key, turn). per_key NULL: no cap;
 -- rate_interval NULL: no per-key rate. The rows come back with their key, for
 -- advance_key_rates. run_count is the fence (ADR 19), is_expired as in claim_jobs.
+-- A paused kind (ADR 0139) takes no turn, as in claim_fair_jobs.
 WITH RECURSIVE after_key AS (
     SELECT coalesce(
         (SELECT c.fair_key FROM {{prefix}}_fair_cursors AS c WHERE c.kind = %(kind)s), ''
@@ -516,6 +531,9 @@ WITH RECURSIVE after_key AS (
         ) AS room
     ) AS room
     WHERE r.step > 0 AND r.visible_at <= now() + %(horizon)s AND room.room > 0
+      AND NOT EXISTS (
+          SELECT 1 FROM {{prefix}}_kind_controls AS s WHERE s.kind = %(kind)s AND s.paused
+      )
     LIMIT %(limit)s
 ), picked AS (
     SELECT c.id, c.fair_key, t.tier, t.step, t.room,
@@ -951,7 +969,9 @@ FROM recovered
 
 -- name: time_until_visible :one
 -- Soonest pending visible_at per kind from _jobs_visible (one index probe per
--- kind, not a scan of every pending row), for the worker's wait (ADR 20).
+-- kind, not a scan of every pending row), for the worker's wait (ADR 20). A
+-- paused kind (ADR 0139) has nothing due: its backlog must not shorten the wait
+-- to a spin; resuming it wakes the workers.
 SELECT min(soonest.visible_at) - now() AS wait
 FROM unnest(%(kinds)s::text[]) AS k(kind)
 CROSS JOIN LATERAL (
@@ -961,6 +981,9 @@ CROSS JOIN LATERAL (
     ORDER BY visible_at
     LIMIT 1
 ) AS soonest
+WHERE NOT EXISTS (
+    SELECT 1 FROM {{prefix}}_kind_controls AS s WHERE s.kind = k.kind AND s.paused
+)
 
 -- name: database_now :one
 SELECT clock_timestamp() AS now
@@ -1548,6 +1571,95 @@ WITH doomed AS (
 SELECT count(*) AS deleted FROM deleted
 
 -- =====================================================================================
+-- Control (control.py): kinds paused or given limit overrides, stored schedules, the
+-- audit trail (ADR 0139). Operator paths, beside kind_controls (every worker, once a
+-- second) and stored_schedules (beat, every iteration): both read tiny tables.
+-- =====================================================================================
+
+-- name: kind_controls :many
+SELECT kind, paused, global_concurrency, rate_limit, key_concurrency, updated_at
+FROM {{prefix}}_kind_controls
+WHERE %(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[])
+ORDER BY kind
+
+-- name: kind_known :one
+-- Whether a kind has any job or stored state (set_limits of an unregistered kind):
+-- one _jobs_history (status, kind, ...) probe per status, stopping at the first row.
+SELECT EXISTS (
+           SELECT 1 FROM {{prefix}}_jobs
+           WHERE status IN ('pending', 'claimed', 'completed', 'dead') AND kind = %(kind)s
+       )
+    OR EXISTS (SELECT 1 FROM {{prefix}}_kind_controls WHERE kind = %(kind)s) AS known
+
+-- name: set_kind_paused :one
+INSERT INTO {{prefix}}_kind_controls AS c (kind, paused)
+VALUES (%(kind)s, %(paused)s)
+ON CONFLICT (kind) DO UPDATE SET paused = excluded.paused, updated_at = now()
+RETURNING kind, paused, global_concurrency, rate_limit, key_concurrency, updated_at
+
+-- name: set_kind_limits :one
+-- Each override changes only when its set_* flag is true (a value, or NULL: cleared).
+INSERT INTO {{prefix}}_kind_controls AS c (kind, global_concurrency, rate_limit, key_concurrency)
+VALUES (%(kind)s, %(global_concurrency)s, %(rate_limit)s, %(key_concurrency)s)
+ON CONFLICT (kind) DO UPDATE SET
+    global_concurrency = CASE WHEN %(set_global_concurrency)s
+                              THEN excluded.global_concurrency ELSE c.global_concurrency END,
+    rate_limit = CASE WHEN %(set_rate_limit)s THEN excluded.rate_limit ELSE c.rate_limit END,
+    key_concurrency = CASE WHEN %(set_key_concurrency)s
+                           THEN excluded.key_concurrency ELSE c.key_concurrency END,
+    updated_at = now()
+RETURNING kind, paused, global_concurrency, rate_limit, key_concurrency, updated_at
+
+-- name: insert_audit :exec
+INSERT INTO {{prefix}}_audit (actor, subject_type, subject, action, details)
+VALUES (%(actor)s, %(subject_type)s, %(subject)s, %(action)s, %(details)s::jsonb)
+
+-- name: audit_trail :many
+-- One subject's changes, newest first: a backward range of _audit_subject.
+SELECT id, at, actor, subject_type, subject, action, details
+FROM {{prefix}}_audit
+WHERE subject_type = %(subject_type)s AND subject = %(subject)s
+ORDER BY id DESC
+LIMIT %(limit)s
+
+-- name: add_schedule :one
+-- No row back: the name is taken (nothing written).
+INSERT INTO {{prefix}}_schedules (name, cron, timezone, kind, kwargs)
+VALUES (%(name)s, %(cron)s, %(timezone)s, %(kind)s, %(kwargs)s::jsonb)
+ON CONFLICT (name) DO NOTHING
+RETURNING name, cron, timezone, kind, kwargs, paused, created_at, updated_at
+
+-- name: stored_schedules :many
+SELECT name, cron, timezone, kind, kwargs, paused, created_at, updated_at
+FROM {{prefix}}_schedules
+ORDER BY name
+
+-- name: set_schedule_paused :one
+UPDATE {{prefix}}_schedules
+SET paused = %(paused)s, updated_at = now()
+WHERE name = %(name)s
+RETURNING name, cron, timezone, kind, kwargs, paused, created_at, updated_at
+
+-- name: remove_schedule :one
+WITH gone AS (
+    DELETE FROM {{prefix}}_schedules WHERE name = %(name)s
+    RETURNING name, cron, timezone, kind, kwargs, paused, created_at, updated_at
+), forgotten AS (
+    DELETE FROM {{prefix}}_backfills WHERE name = %(name)s AND EXISTS (SELECT 1 FROM gone)
+)
+SELECT * FROM gone
+
+-- name: record_backfill :many
+-- The ticks of a backfill not enqueued by an earlier one: each row inserted is a
+-- job to enqueue in the same transaction; a tick already recorded returns nothing.
+INSERT INTO {{prefix}}_backfills (name, tick, job_id)
+SELECT %(name)s, t.tick, t.job_id
+FROM unnest(%(ticks)s::timestamptz[], %(job_ids)s::text[]) AS t(tick, job_id)
+ORDER BY t.tick
+ON CONFLICT (name, tick) DO NOTHING
+RETURNING tick, job_id
+
+-- =====================================================================================
 -- Schema (backend.py): a service's start check (migrations are migrator.py's).
 -- =====================================================================================
 
@@ -1567,7 +1679,9 @@ SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.hea
        j.expires_at,
        (SELECT r.next_start_at FROM {{prefix}}_key_rates AS r LIMIT 1) AS key_rate,
        (SELECT s.next_start_at FROM {{prefix}}_shared_limits AS s LIMIT 1) AS shared_rate,
-       (SELECT c.callback_kind FROM {{prefix}}_dead_callbacks AS c LIMIT 1) AS dead_callback
+       (SELECT c.callback_kind FROM {{prefix}}_dead_callbacks AS c LIMIT 1) AS dead_callback,
+       (SELECT c.paused FROM {{prefix}}_kind_controls AS c LIMIT 1) AS kind_paused,
+       (SELECT s.cron FROM {{prefix}}_schedules AS s LIMIT 1) AS schedule_cron
 FROM {{prefix}}_jobs AS j, {{prefix}}_journal AS e, {{prefix}}_workers AS w
 WHERE false
 

@@ -4,14 +4,14 @@ Pure arithmetic over counts the caller passes in, no clock, no threads and no
 database, beside ``Prefetch`` (how deep to claim ahead) and ``ClaimFloors``
 (where a claim starts). The rules and their reasons are in ADR 0107 (caps),
 ADR 0109 (leases), ADR 0114 (claim-ahead), ADR 0128 (limits across
-workers: the clock of ``throttle`` and ``request`` is the caller's monotonic one)
-and ADR 0129 (fair kinds: ``turns``).
+workers: the clock of ``throttle`` and ``request`` is the caller's monotonic one),
+ADR 0129 (fair kinds: ``turns``) and ADR 0139 (an operator's overrides: ``override``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -79,11 +79,15 @@ class ClaimPlan:
         self.kinds: tuple[str, ...] = tuple(sorted(leases))
         self.concurrency = concurrency
         self.limits = dict(limits or {})
+        #: The decorators' limits, under the operator's overrides (``override``).
+        self._declared = dict(self.limits)
         self._leases = dict(leases)
         self._caps = dict(caps or {})
         self._throttled_until: dict[str, float] = {}
         self.fair = frozenset(fair)
         self._turn = 0
+        #: Which read of the overrides this plan has applied (``Runner._controlled``).
+        self.overrides_read = 0
 
     @classmethod
     def for_tasks(
@@ -110,6 +114,33 @@ class ClaimPlan:
             },
             fair=[kind for kind, t in tasks.items() if t.options.fair_key is not None],
         )
+
+    def override(self, overrides: Mapping[str, KindLimits]) -> None:
+        """Put the operator's overrides (ADR 0139) over the decorators' limits: each given
+        bound replaces the declared one; a kind left out gets its declared limits back.
+        A fair kind keeps its fair claim (limits are refused for it, ADR 0129), and a
+        per-key cap applies only to a keyed kind, whose jobs store their key (ADR 0138);
+        the per-key rate and the shared limits stay as declared."""
+        limits = dict(self._declared)
+        for kind, override in overrides.items():
+            if kind not in self._leases or kind in self.fair:
+                continue
+            declared = limits.get(kind, _UNLIMITED)
+            merged = replace(
+                declared,
+                global_concurrency=declared.global_concurrency
+                if override.global_concurrency is None
+                else override.global_concurrency,
+                rate_limit=declared.rate_limit
+                if override.rate_limit is None
+                else override.rate_limit,
+                key_concurrency=override.key_concurrency
+                if override.key_concurrency is not None and declared.is_keyed
+                else declared.key_concurrency,
+            )
+            if merged != _UNLIMITED:
+                limits[kind] = merged
+        self.limits = limits
 
     def is_capped(self, kind: str) -> bool:
         return kind in self._caps

@@ -273,7 +273,8 @@ class Engine:
         if not requests:
             # Not worth a claim yet (or every capped kind is full): a handler ending wakes us,
             # and a kind throttled across workers (ADR 0128) is due at its time.
-            waiter.wait(self._throttled_wait(self._settings.poll_interval))
+            if waiter.wait(self._throttled_wait(self._settings.poll_interval)):
+                runner.woken()  # perhaps a control change (ADR 0139)
             return 0.0
         short: list[str] = []
         for pool, request in requests:
@@ -289,7 +290,9 @@ class Engine:
                 now = time.monotonic()
                 short.extend(k for k in request.kinds if pool.plan.is_unthrottled(k, now))
         if short:
-            waiter.wait(self._throttled_wait(waiter.time_to_next_job(short)))
+            wait = self._until_control_read(self._throttled_wait(waiter.time_to_next_job(short)))
+            if waiter.wait(wait):
+                runner.woken()
         return 0.0
 
     def _throttled_wait(self, wait: float) -> float:
@@ -299,6 +302,12 @@ class Engine:
             due for pool in self._pools if (due := pool.plan.next_unthrottled(now)) is not None
         ]
         return min([wait, *dues])
+
+    def _until_control_read(self, wait: float) -> float:
+        """``wait``, shortened to the overrides' read a wake-up asked for (ADR 0139). Only
+        after a claim: with no claim due, the read waits for the next one (no spin)."""
+        due = self._runner.control_read_due_in(time.monotonic())
+        return wait if due is None else min(wait, due)
 
     def _room(self, pool: _Pool) -> int:
         """Jobs worth claiming now for ``pool`` (called under the holdings' lock).

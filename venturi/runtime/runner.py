@@ -17,11 +17,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Backend
+from venturi.controls import Limits
+from venturi.errors import ConfigurationError
 from venturi.events import Events
+from venturi.options import parse_rate_limit
 from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
 from venturi.runtime.executor import Execution, aexecute, execute, record
 from venturi.runtime.leases import LeaseKeeper
-from venturi.types import ClaimedJob, ClaimFloor, SharedLimit
+from venturi.types import ClaimedJob, ClaimFloor, KindLimits, SharedLimit
 
 if TYPE_CHECKING:
     from venturi.task import Task
@@ -34,6 +37,13 @@ logger = logging.getLogger(__name__)
 AGING_BATCH = 500
 #: Shortest time between two aging steps, in seconds.
 MIN_AGING_STEP = 0.1
+#: Seconds between two reads of the operator's limit overrides (ADR 0139): an override
+#: reaches every worker within about this long. Pauses need no read: the claim itself
+#: leaves a paused kind out.
+CONTROL_REFRESH = 1.0
+#: Shortest time between two reads of the overrides when wake-ups ask for them: a
+#: change wakes the workers (its NOTIFY), which then read at once, at most this often.
+CONTROL_MIN_GAP = 0.1
 
 
 def worker_id() -> str:
@@ -101,6 +111,13 @@ class Runner:
         self.plan = ClaimPlan.for_tasks(
             self._tasks, concurrency=concurrency, shared=self.shared_limits
         )
+        #: The overrides last read, and how many reads there were (``_controlled``).
+        self._overrides: dict[str, KindLimits] = {}
+        self._override_reads = 0
+        self._next_control_read = 0.0
+        self._last_control_read = 0.0
+        #: A wake-up asked for a read that ``CONTROL_MIN_GAP`` deferred (``woken``).
+        self._is_control_read_asked = False
 
     def lease_keeper(
         self,
@@ -153,6 +170,7 @@ class Runner:
             # (ADR 0138) of the kinds served are the code's, added or removed.
             self.backend.set_dead_callbacks(self._dead_callbacks)
             self._dead_callbacks = None
+        self._controlled(plan)
         if plan.fair.isdisjoint(request.kinds):
             jobs = self._claim_shared(request, floors=floors, horizon=horizon, plan=plan)
         else:
@@ -160,6 +178,40 @@ class Runner:
         if jobs and self.events is not None and self.events.active:
             self.events.claimed(jobs, self.worker_id)
         return jobs
+
+    def _controlled(self, plan: ClaimPlan) -> None:
+        """Put the operator's limit overrides over ``plan`` (ADR 0139), read again at most
+        every ``CONTROL_REFRESH`` seconds: one primary-key read of a tiny table per
+        worker per second, not per claim."""
+        now = time.monotonic()
+        if now >= self._next_control_read and self._tasks:
+            self._next_control_read = now + CONTROL_REFRESH
+            self._last_control_read = now
+            self._is_control_read_asked = False
+            self._overrides = {
+                control.kind: limits
+                for control in self.backend.kind_controls(self._tasks)
+                if (limits := _override_limits(control.kind, control.overrides)) is not None
+            }
+            self._override_reads += 1
+        if plan.overrides_read != self._override_reads:
+            plan.override(self._overrides)
+            plan.overrides_read = self._override_reads
+
+    def woken(self) -> None:
+        """The claim loop was woken (a NOTIFY, perhaps a control change's): the next claim
+        reads the overrides, unless one read them less than ``CONTROL_MIN_GAP`` ago (then
+        ``control_read_due_in`` says when the deferred read is due)."""
+        self._is_control_read_asked = True
+        self._next_control_read = min(
+            self._next_control_read, self._last_control_read + CONTROL_MIN_GAP
+        )
+
+    def control_read_due_in(self, now: float) -> float | None:
+        """Seconds until the read a wake-up asked for; None when none is pending."""
+        if not self._is_control_read_asked:
+            return None
+        return max(self._next_control_read - now, 0.0)
 
     def _claim_in_turns(
         self,
@@ -274,3 +326,21 @@ class Runner:
         executions = [self.execute(job) for job in jobs]
         written = self.record(executions)
         return [Ran(e, e.job.claim.job_id in written) for e in executions]
+
+
+def _override_limits(kind: str, overrides: Limits) -> KindLimits | None:
+    """The overrides the claim enforces (``ClaimPlan.override`` puts them over the
+    declared limits); None: none."""
+    rate = None
+    if overrides.rate_limit is not None:
+        try:
+            rate = parse_rate_limit(overrides.rate_limit)
+        except ConfigurationError:
+            logger.warning(
+                "kind %s: ignoring the stored rate limit override %r, which does not parse",
+                kind,
+                overrides.rate_limit,
+            )
+    if overrides.global_concurrency is None and rate is None and overrides.key_concurrency is None:
+        return None
+    return KindLimits(overrides.global_concurrency, rate, key_concurrency=overrides.key_concurrency)
