@@ -194,17 +194,30 @@ def test_a_global_concurrency_override_reaches_a_running_worker_and_clearing_it_
 
 
 def test_set_limits_distinguishes_not_given_from_none(app: venturi.App) -> None:
-    @app.task(kind=KIND, global_concurrency=3, rate_limit="5/s")
-    def work() -> None: ...
+    @app.task(
+        kind=KIND, global_concurrency=3, rate_limit="5/s", concurrency_key=lambda tenant: tenant
+    )
+    def work(tenant: str) -> None: ...
 
     app.set_limits(KIND, global_concurrency=8, rate_limit="2/m", key_concurrency=2)
     app.set_limits(KIND, rate_limit=None)
     info = app.kind(KIND)
-    assert info.declared == Limits(3, "5/s", None)
+    assert info.declared == Limits(3, "5/s", 1)
     assert info.overrides == Limits(8, None, 2)
     assert info.limits == Limits(8, "5/s", 2)
     app.set_limits(KIND, global_concurrency=UNSET, key_concurrency=None)
     assert app.kind(KIND).overrides == Limits(8, None, None)
+
+
+def test_a_key_override_for_a_kind_without_a_key_is_refused_and_nothing_is_written(
+    app: venturi.App,
+) -> None:
+    @app.task(kind=KIND)
+    def work() -> None: ...
+
+    with pytest.raises(ConfigurationError, match="declares no concurrency_key"):
+        app.set_limits(KIND, key_concurrency=2)
+    assert app.kind(KIND).overrides == Limits()
 
 
 @pytest.mark.parametrize(
