@@ -20,6 +20,7 @@ from venturi.backend import (
     Backend,
     Claims,
     Coordination,
+    Durable,
     Enqueue,
     Leases,
     Operator,
@@ -43,6 +44,7 @@ _operator_check: type[Operator] = PostgresBackend
 _workers_check: type[Workers] = PostgresBackend
 _results_check: type[Results] = PostgresBackend
 _workflows_check: type[Workflows] = PostgresBackend
+_durable_check: type[Durable] = PostgresBackend
 _schema_check: type[Schema] = PostgresBackend
 
 
@@ -75,7 +77,8 @@ def backend(database_url: str, prefix: str, build_backend: Callable[[], Backend]
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(
             f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits,"
-            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors"
+            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors, {prefix}_checkpoints,"
+            f" {prefix}_events"
         )
     return build_backend()
 

@@ -50,6 +50,7 @@ ROLES = (
     storage.Workers,
     storage.Results,
     storage.Workflows,
+    storage.Durable,
     storage.Schema,
 )
 

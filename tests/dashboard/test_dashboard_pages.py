@@ -142,7 +142,9 @@ def test_enqueue_page_offers_every_task_of_the_app(client: TestClient, signed_in
 def test_pages_without_tasks_or_jobs_still_render(database_url: str, prefix: str, db) -> None:
     from venturi.dashboard import create_app
 
-    db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs")
+    db.execute(
+        "TRUNCATE {{prefix}}_journal, {{prefix}}_jobs, {{prefix}}_checkpoints, {{prefix}}_events"
+    )
     empty = venturi.App(database_url, prefix=prefix, set_as_current=False)
     with TestClient(create_app(empty, read_only=True), base_url="http://127.0.0.1") as c:
         for path in ("/", "/jobs", "/workers", "/schedules", "/workflows", "/enqueue"):

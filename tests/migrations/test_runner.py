@@ -53,7 +53,7 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
     finally:
         app.close()
 
-    assert [m.version for m in first] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert [m.version for m in first] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
     assert second == []
     rows = history(conn, fresh_prefixes[0])
     names = [(v, n) for v, n, _ in rows]
@@ -71,6 +71,7 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
         (9, "workflows"),
         (10, "fair_claims"),
         (11, "expires"),
+        (12, "durable"),
     ]
     assert [c for _, _, c in rows] == [m.checksum for m in load_migrations()]
 
@@ -83,9 +84,9 @@ def test_two_prefixes_migrate_and_track_history_independently(
     Migrator(Prefix.parse(two)).migrate(conn)
 
     assert [r[0] for r in history(conn, one)] == [1]
-    assert [r[0] for r in history(conn, two)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert [r[0] for r in history(conn, two)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
     Migrator(Prefix.parse(one)).migrate(conn)
-    assert [r[0] for r in history(conn, one)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert [r[0] for r in history(conn, one)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 
 
 def test_four_processes_migrating_at_once_apply_each_version_once(
@@ -110,8 +111,8 @@ def test_four_processes_migrating_at_once_apply_each_version_once(
     results = [p.communicate(timeout=60) for p in procs]
 
     assert [p.returncode for p in procs] == [0, 0, 0, 0], results
-    assert sorted(int(out) for out, _ in results) == [0, 0, 0, 11]
-    assert [r[0] for r in history(conn, prefix)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert sorted(int(out) for out, _ in results) == [0, 0, 0, 12]
+    assert [r[0] for r in history(conn, prefix)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 
 
 def test_an_edited_migration_is_refused(

@@ -102,6 +102,7 @@ VOCABULARY = frozenset(
         "conversion",
         "cron",
         "cursor",
+        "durable",
         "errors",
         "events",
         "ids",
@@ -110,6 +111,7 @@ VOCABULARY = frozenset(
         "naming",
         "refs",
         "serialization",
+        "step_log",
         "types",
     )
 )

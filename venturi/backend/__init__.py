@@ -7,7 +7,8 @@ stopping worker act on claimed rows (``Leases``), waiters and leaders agree on
 time, wake-ups and roles (``Coordination``), the App's operator methods read
 and change jobs (``Operator``), workers keep the registry (``Workers``),
 result waiters read outcomes (``Results``), workflows are written and read
-(``Workflows``), and the App runs migrations and the start check and closes
+(``Workflows``), durable runs record steps and the App sends events
+(``Durable``), and the App runs migrations and the start check and closes
 (``Schema``). ``Backend`` is their union: what an adapter implements and what
 the App holds. ``queries.sql`` and the PostgreSQL adapter's modules follow the
 same roles in the same order.
@@ -30,6 +31,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from venturi.backend.coordination import Coordination, Leadership, Listener
+from venturi.backend.durable import Durable
 from venturi.backend.fleet import Workers
 from venturi.backend.jobs import CAP_RECHECK, Claims, Enqueue, Leases
 from venturi.backend.operator import Operator
@@ -41,6 +43,7 @@ __all__ = [
     "Backend",
     "Claims",
     "Coordination",
+    "Durable",
     "Enqueue",
     "Leadership",
     "Leases",
@@ -54,7 +57,17 @@ __all__ = [
 
 
 class Backend(
-    Enqueue, Claims, Leases, Coordination, Operator, Workers, Results, Workflows, Schema, Protocol
+    Enqueue,
+    Claims,
+    Leases,
+    Coordination,
+    Operator,
+    Workers,
+    Results,
+    Workflows,
+    Durable,
+    Schema,
+    Protocol,
 ):
     """Every role: what a storage adapter implements and what the App holds.
 

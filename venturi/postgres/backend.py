@@ -2,7 +2,7 @@
 
 Each role's verbs live in a module of their own (``enqueue.py``, ``claims.py``,
 ``leases.py``, ``coordination.py``, ``operations.py``, ``workers.py``,
-``results.py``, ``workflows.py``; the order of venturi/backend/ and of the
+``results.py``, ``workflows.py``, ``durable.py``; the order of venturi/backend/ and of the
 sections of ``queries.sql``), as mixins over ``store.Store``: a verb is found on
 the class by inheritance, with no call layer between the caller and its
 statements (the hot paths, claim, finish and enqueue, run as they did in one
@@ -24,6 +24,7 @@ from venturi.naming import DEFAULT_PREFIX, Prefix
 from venturi.postgres.claims import ClaimVerbs, claim_input
 from venturi.postgres.coordination import CoordinationVerbs
 from venturi.postgres.driver_errors import translated_errors
+from venturi.postgres.durable import DurableVerbs
 from venturi.postgres.enqueue import COPY_THRESHOLD, EnqueueVerbs
 from venturi.postgres.leases import LeaseVerbs, finish_input
 from venturi.postgres.migrator import Migrator
@@ -56,6 +57,7 @@ class PostgresBackend(
     WorkerVerbs,
     ResultVerbs,
     WorkflowVerbs,
+    DurableVerbs,
 ):
     """The default storage adapter.
 
