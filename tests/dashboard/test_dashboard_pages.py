@@ -344,3 +344,26 @@ def test_schedules_page_shows_the_active_beat_host_pid_and_since(client, app) ->
         beat.stop(grace=5)
     assert app.active_beat() is None
     assert wait_until(lambda: "No beat is running" in beat_panel(client))
+
+
+def test_job_page_shows_a_durable_jobs_steps_and_events_escaped(client, app, db) -> None:
+    @app.task(kind="durable.page")
+    def fulfil(ctx: venturi.Context) -> object:
+        ctx.step("<b>charge</b>", lambda: {"id": "<script>x</script>"})
+        return ctx.wait_for("approved")
+
+    ref = fulfil.delay()
+    drain(app)
+    app.send(ref.id, "approved", {"by": "<i>ana</i>"})
+    html = client.get(f"/jobs/{ref.id}").text
+    assert 'id="durable-panel"' in html
+    assert "&lt;b&gt;charge&lt;/b&gt;" in html
+    assert "&lt;script&gt;x&lt;/script&gt;" in html
+    assert "&lt;i&gt;ana&lt;/i&gt;" in html
+    assert "<script>x" not in html and "<i>ana" not in html
+    assert "2 recorded, in order" in html
+
+
+def test_job_page_of_a_plain_job_has_no_steps_panel(client, app, db, tasks) -> None:
+    job_id = dead_job(app, db, tasks["send"], note="ValueError: no such mailbox")
+    assert 'id="durable-panel"' not in client.get(f"/jobs/{job_id}").text

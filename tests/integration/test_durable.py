@@ -9,6 +9,7 @@ refused for unknown and finished jobs and bad input with nothing written.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import pytest
 from support import empty_prefix, row, wait_until
 
 import venturi
+from venturi.cli import main
 from venturi.durable import NewDurableStep, StepKind
 from venturi.errors import (
     ClaimLost,
@@ -484,3 +486,42 @@ async def test_async_handlers_use_astep_asleep_and_await_for(app: venturi.App, d
     assert result == {"charge": {"order": 3}, "key": f"{ref.id}:key", "by": "ana"}
     assert calls == ["charge"]
     assert [k for k, _, _ in steps_of(db, ref.id)] == ["step", "step", "sleep", "wait"]
+
+
+def test_jobs_show_prints_the_steps_and_events_and_retry_reset_steps(
+    app: venturi.App, database_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    @app.task(kind="durable.shown", max_failures=1)
+    def shown(ctx: venturi.Context) -> None:
+        ctx.step("charge", lambda: {"id": "ch_1"})
+        ctx.wait_for("approved")
+        raise RuntimeError("no label printer")
+
+    ref = shown.delay()
+    drain(app)
+    ref.send("approved", {"by": "ana"})
+    drain(app)
+    options = ["--database-url", database_url, "--prefix", prefix]
+    assert main(["jobs", "show", ref.id, *options]) == 0
+    out = capsys.readouterr().out.splitlines()
+    steps = out[out.index("steps:") + 1 :]
+    assert steps[0].split() == ["STEP", "KIND", "RUN", "RECORDED", "VALUE"]
+    assert steps[1].split()[:3] == ["charge", "step", "1"]
+    assert steps[1].endswith('{"id": "ch_1"}')
+    assert steps[2].split()[:3] == ["approved", "wait", "1"]
+    events = out[out.index("events:") + 1 :]
+    assert events[1].startswith("approved") and events[1].endswith('{"by": "ana"}')
+    assert main(["jobs", "show", ref.id, "--json", *options]) == 0
+    as_json = json.loads(capsys.readouterr().out)
+    assert [(s["name"], s["kind"], s["run_no"]) for s in as_json["steps"]] == [
+        ("charge", "step", 1),
+        ("approved", "wait", 1),
+    ]
+    assert as_json["steps"][0]["result"] == {"id": "ch_1"}
+    assert as_json["events"][0]["payload"] == {"by": "ana"}
+    assert "journal" in as_json and "job" in as_json
+
+    assert main(["jobs", "retry", ref.id, "--reset-steps", *options]) == 0
+    capsys.readouterr()
+    assert app.job(ref.id).steps == ()
+    assert main(["jobs", "retry", "--kind", "durable.shown", "--reset-steps", *options]) != 0
