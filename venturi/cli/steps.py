@@ -34,11 +34,11 @@ def steps_lines(detail: JobDetail) -> list[str]:
         ]
         lines += ["", "steps:", *format_table(header, rows, right={2})]
     if detail.events:
-        header = ("EVENT", "SENT", "PAYLOAD")
-        rows = [
+        event_header = ("EVENT", "SENT", "PAYLOAD")
+        event_rows = [
             (e.name, format_time(e.sent_at, precise=True), _cut(e.payload)) for e in detail.events
         ]
-        lines += ["", "events:", *format_table(header, rows)]
+        lines += ["", "events:", *format_table(event_header, event_rows)]
     return lines
 
 
