@@ -525,3 +525,116 @@ def test_jobs_show_prints_the_steps_and_events_and_retry_reset_steps(
     capsys.readouterr()
     assert app.job(ref.id).steps == ()
     assert main(["jobs", "retry", "--kind", "durable.shown", "--reset-steps", *options]) != 0
+
+
+def test_a_durable_chain_member_resumes_and_hands_its_result_on(app: venturi.App) -> None:
+    calls: list[str] = []
+
+    @app.task(kind="durable.first")
+    def first() -> int:
+        return 20
+
+    @app.task(kind="durable.member", max_failures=3)
+    def member(ctx: venturi.Context, n: int) -> int:
+        doubled = int(ctx.step("double", lambda: calls.append("double") or n * 2))
+        if ctx.run_count == 1:
+            raise Retry(delay=timedelta(0))
+        approval = ctx.wait_for("approved", timeout=60)
+        return doubled + int(approval)
+
+    @app.task(kind="durable.last")
+    def last(n: int) -> int:
+        return n + 1
+
+    ref = venturi.chain(first.s(), member.s(), last.s()).delay()
+    drain(app)
+    [waiting] = [j for j in app.jobs(kind="durable.member").jobs]
+    app.send(waiting.id, "approved", 2)
+    drain(app)
+    assert ref.result(timeout=5) == 43
+    assert calls == ["double"]
+
+
+def test_under_pgbouncer_transaction_mode_steps_and_sends_work(
+    database_url: str, prefix: str, app: venturi.App
+) -> None:
+    from contract.pgbouncer import PgBouncer, require_pgbouncer
+
+    require_pgbouncer()
+    bouncer = PgBouncer(database_url, pool_size=2).start()
+    pooled = venturi.App(bouncer.url, prefix=prefix, transaction_pooling=True, set_as_current=False)
+    calls: list[int] = []
+    try:
+
+        @pooled.task(kind="durable.pgb", max_failures=10)
+        def through(ctx: venturi.Context) -> Any:
+            for i in range(8):  # more than psycopg's prepare threshold, over two sessions
+                ctx.step(f"page-{i}", lambda i=i: calls.append(i) or i)
+            if ctx.run_count < 3:
+                raise Retry(delay=timedelta(0))
+            return ctx.wait_for("go", timeout=60)
+
+        ref = through.delay()
+        drain(pooled)
+        pooled.send(ref.id, "go", "ok")
+        with pytest.raises(EventAlreadySent):
+            pooled.send(ref.id, "go", "again")
+        drain(pooled)
+        assert ref.result(timeout=5) == "ok"
+        assert calls == list(range(8))
+        assert [s.name for s in pooled.job(ref.id).steps][:8] == [f"page-{i}" for i in range(8)]
+    finally:
+        pooled.close()
+        bouncer.close()
+
+
+def test_eager_keeps_steps_in_memory_sleeps_pass_and_waits_time_out(
+    app: venturi.App, db: Any
+) -> None:
+    from venturi.testing import eager
+
+    calls: list[str] = []
+
+    @app.task(kind="durable.eager", max_failures=3)
+    def fulfil(ctx: venturi.Context, order: int) -> Any:
+        charge = ctx.step("charge", lambda: calls.append("charge") or f"ch-{order}")
+        if ctx.run_count == 1:
+            raise Retry(delay=timedelta(hours=1))
+        ctx.sleep(timedelta(hours=1))
+        try:
+            approval = ctx.wait_for("approved", timeout=timedelta(days=2))
+        except EventTimeout:
+            approval = "timed out"
+        return [charge, approval, ctx.run_count]
+
+    with eager(app) as session:
+        ref = fulfil.delay(5)
+        with pytest.raises(JobFinished):
+            ref.send("approved")
+    assert session.result(ref.id) == ["ch-5", "timed out", 4]
+    assert calls == ["charge"]
+    assert [r.outcome.kind for r in session.runs] == [
+        OutcomeKind.RETRIED,
+        OutcomeKind.PAUSED,
+        OutcomeKind.PAUSED,
+        OutcomeKind.COMPLETED,
+    ]
+    assert db.scalar("SELECT count(*) FROM {{prefix}}_checkpoints") == 0  # nothing written
+
+
+def test_perform_and_direct_calls_run_steps_in_memory(app: venturi.App) -> None:
+    from venturi.testing import perform
+
+    @app.task(kind="durable.perform")
+    def handler(ctx: venturi.Context) -> Any:
+        a = ctx.step("a", lambda: (1, 2))
+        key = ctx.step("key", lambda: ctx.step_key)
+        ctx.sleep(5)
+        return [a, key]
+
+    outcome = perform(handler)
+    assert outcome.kind is OutcomeKind.PAUSED and outcome.eta is not None
+    outside = venturi.Context(job_id=None, kind="k", run_count=0, failure_count=0)
+    with pytest.raises(RuntimeError, match="step_key"):
+        _ = outside.step_key
+    assert outside.step("k", lambda: outside.step_key) == "None:k"
