@@ -12,11 +12,19 @@ python bench/durable.py [--database-url URL] [--jobs 2000] [--drain-jobs 10000] 
   finish one job at a time: every round trip is on the clock), rounds alternating
   which kind goes first, best round kept. Per step: the difference per job over ten.
   Then both drained by a ``Worker`` (c=8), timed by the database (first to last
-  ``completed`` entry), the throughput figure.
+  ``completed`` entry), the throughput figure. The baseline of a step: the median of
+  one autocommit ``INSERT`` of a small row from psycopg (a round trip and a commit).
 - **unused** (the feature present but unused): ``--drain-jobs`` no-op jobs drained by
   a c=8 ``Worker`` in a child process of the ``--base-commit`` code (default: the
   commit this branch started from, before V12; exported with ``git archive``) beside
   a child of this checkout, each on a fresh prefix it migrates, rounds alternating.
+- **lockstep** (the same, per statement): a claim of 8 and the finish of those 8 as
+  completed, on a prefix migrated to V11 with the ``--base-commit`` statements and on
+  a V12 prefix with this checkout's, turn by turn in one process on one backend
+  object (only the SQL and the schema differ), ``--cycles`` cycles; median
+  ms per cycle. The drain figures above spread by a fifth between runs on a shared
+  machine; this one isolates what V12 adds to every job (the finish's one more
+  ``WHEN``, the two foreign keys' checks on every update of a job row).
 - **wake** (send to wake): a c=8 ``Worker`` in this process; ``--probes`` pairs, ``--gap``
   s apart: a new job's pickup (``.delay()`` to its handler's start) and a paused job's
   wake (``app.send`` to its ``ctx.wait_for`` returning), alternating; p50/p99 of each.
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -34,6 +43,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -122,12 +132,34 @@ def step_cost(url: str, jobs: int, rounds: int) -> dict[str, Any]:
             "jobs": jobs,
             "inline_ms_per_job": {k: v * 1000 for k, v in best.items()},
             "ms_per_step": (best["steps"] - best["plain"]) * 1000 / STEPS,
+            "raw_insert_ms": _raw_insert_ms(url, jobs * STEPS // 4),
             "worker_jobs_per_s": {name: max(values) for name, values in rates.items()},
             "samples": {"inline_s_per_job": inline, "worker_jobs_per_s": rates},
         }
 
     result: dict[str, Any] = _in_prefix(url, body)
     return result
+
+
+def _raw_insert_ms(url: str, count: int) -> float:
+    """The baseline of a step: one autocommit INSERT of a small row (a round trip and a
+    commit) into a logged table with a two-column key, from psycopg, median ms."""
+    table = fresh_name("raw")
+    timings = []
+    with connect(url) as conn:
+        conn.execute(
+            f"CREATE TABLE {table} (job text, name text, result jsonb, PRIMARY KEY (job, name))"
+        )
+        try:
+            for n in range(count):
+                started = time.perf_counter()
+                conn.execute(
+                    f"INSERT INTO {table} VALUES (%s, %s, %s::jsonb)", ("J", f"s{n}", str(n))
+                )
+                timings.append((time.perf_counter() - started) * 1000)
+        finally:
+            conn.execute(f"DROP TABLE {table}")
+    return percentile(timings, 50)
 
 
 def _worker_rate(app: venturi.App, url: str, prefix: str, task: Any, jobs: int) -> float:
@@ -231,6 +263,75 @@ def _child(url: str, jobs: int) -> None:
     sys.stdout.write(f"{rate}\n")
 
 
+def lockstep(url: str, cycles: int, base_commit: str) -> dict[str, Any]:
+    """Median ms per claim-of-8-and-finish cycle, V11 (base statements) against V12."""
+    from venturi.ids import new_id
+    from venturi.naming import Prefix
+    from venturi.postgres import PostgresBackend
+    from venturi.postgres.migrator import Migrator, load_migrations
+    from venturi.postgres.queries import parse_queries
+    from venturi.types import Finished, NewJob, Outcome, OutcomeKind
+
+    base_text = subprocess.run(
+        ["git", "-C", str(BENCH_DIR.parent), "show", f"{base_commit}:venturi/postgres/queries.sql"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    migrations = load_migrations()
+    sides: dict[str, Any] = {}
+    try:
+        for name, applied in (
+            ("base", [m for m in migrations if m.version <= 11]),
+            ("this", migrations),
+        ):
+            prefix = Prefix.parse(fresh_name("l"))
+            with connect(url) as conn:
+                Migrator(prefix, applied).migrate(conn)
+            backend = PostgresBackend(url, prefix=prefix.value)
+            if name == "base":
+                statements = parse_queries(prefix.substitute(base_text))
+                backend._queries = _Statements(statements)  # type: ignore[assignment]
+            jobs = [NewJob(new_id(), "bench.noop", '{"n": 1}') for _ in range(cycles * 8)]
+            for start in range(0, len(jobs), 500):
+                backend.enqueue(jobs[start : start + 500])
+            with connect(url) as conn:
+                conn.execute(f"VACUUM ANALYZE {prefix.value}_jobs")
+            sides[name] = (prefix, backend, [])
+        for cycle in range(cycles):
+            order = ["base", "this"] if cycle % 2 == 0 else ["this", "base"]
+            for name in order:
+                _, backend, timings = sides[name]
+                started = time.perf_counter()
+                claimed = backend.claim(
+                    kinds=["bench.noop"], limit=8, worker_id="b:1", lease=timedelta(minutes=5)
+                )
+                backend.finish([Finished(j.claim, Outcome(OutcomeKind.COMPLETED)) for j in claimed])
+                timings.append((time.perf_counter() - started) * 1000)
+                assert len(claimed) == 8
+    finally:
+        for prefix, backend, _ in sides.values():
+            backend.close()
+            with connect(url) as conn:
+                drop_prefix(conn, prefix.value)
+    medians = {name: statistics.median(side[2]) for name, side in sides.items()}
+    return {
+        "cycles": cycles,
+        "ms_per_cycle": medians,
+        "ratio": medians["this"] / medians["base"],
+    }
+
+
+class _Statements:
+    """Another version's statements, looked up by name as ``Queries`` does."""
+
+    def __init__(self, statements: dict[str, Any]) -> None:
+        self._statements = statements
+
+    def __getattr__(self, name: str) -> Any:
+        return self._statements[name]
+
+
 def wake_latency(url: str, probes: int, gap: float) -> dict[str, Any]:
     """Pickup of a new job beside the wake of a paused one, alternating, c=8 worker."""
 
@@ -323,7 +424,8 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=200)
     parser.add_argument("--gap", type=float, default=0.02)
     parser.add_argument("--base-commit", default=BASE_COMMIT)
-    parser.add_argument("--parts", default="steps,unused,wake")
+    parser.add_argument("--cycles", type=int, default=3000)
+    parser.add_argument("--parts", default="steps,unused,lockstep,wake")
     args = parser.parse_args()
     url = database_url(args.database_url)
     parts = set(args.parts.split(","))
@@ -332,6 +434,8 @@ def main() -> None:
         results["steps"] = step_cost(url, args.jobs, args.rounds)
     if "unused" in parts:
         results["unused"] = unused_cost(url, args.drain_jobs, args.rounds, args.base_commit)
+    if "lockstep" in parts:
+        results["lockstep"] = lockstep(url, args.cycles, args.base_commit)
     if "wake" in parts:
         results["wake"] = wake_latency(url, args.probes, args.gap)
     sys.stdout.write(json.dumps(results, indent=2) + "\n")
