@@ -149,10 +149,7 @@ def test_a_send_during_a_run_makes_its_paused_finish_visible_now(
     backend.send_event(woken.job_id, "go", "null")
     assert stored_row(db, woken.job_id)["status"] == "claimed"
     backend.finish(
-        [
-            Finished(c, Outcome(OutcomeKind.PAUSED, delay=timedelta(hours=1)))
-            for c in (woken, quiet)
-        ]
+        [Finished(c, Outcome(OutcomeKind.PAUSED, delay=timedelta(hours=1))) for c in (woken, quiet)]
     )
     now = db.scalar("SELECT now()")
     assert stored_row(db, woken.job_id)["visible_at"] <= now
@@ -220,9 +217,7 @@ def test_retry_job_from_start_refuses_as_retry_job_does_deleting_nothing(
         backend.retry_job_from_start(UNKNOWN)
 
 
-def test_steps_and_events_go_with_their_job(
-    backend: Backend, claim_all: ClaimAll, db: Any
-) -> None:
+def test_steps_and_events_go_with_their_job(backend: Backend, claim_all: ClaimAll, db: Any) -> None:
     [claim] = running(backend, claim_all)
     backend.record_step(claim, step("s"))
     backend.send_event(claim.job_id, "e", "null")

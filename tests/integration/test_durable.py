@@ -200,9 +200,10 @@ def test_a_zombie_runs_step_is_fenced_out_and_the_claim_holders_step_wins(
     assert zombie is None
     holder = backend.record_step(second.claim, NewDurableStep(StepKind.STEP, "charge", '"holder"'))
     assert holder is not None and holder.run_no == second.claim.run_count
-    assert db.scalar(
-        "SELECT result::text FROM {{prefix}}_checkpoints WHERE job_id = %s", (ref.id,)
-    ) == '"holder"'
+    assert (
+        db.scalar("SELECT result::text FROM {{prefix}}_checkpoints WHERE job_id = %s", (ref.id,))
+        == '"holder"'
+    )
     # The run's own step log turns the fenced write into ClaimLost.
     log = StepLog(backend, first.claim, result_max_bytes=1000)
     with pytest.raises(ClaimLost, match="lost its claim"):
