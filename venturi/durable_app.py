@@ -8,9 +8,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from venturi.backend import Durable, Operator
+from venturi.backend import Backend
 from venturi.durable import MAX_EVENT_PAYLOAD_BYTES, validate_event_name
 from venturi.errors import JobNotFound
 from venturi.serialization import encode_json, is_storable_text
@@ -19,16 +19,15 @@ from venturi.types import JobDetail, JobRow
 __all__ = ["DurableMethods", "canonical_job_id"]
 
 
-class _DurableBackend(Durable, Operator):
-    """The roles these methods use."""
-
-
 class DurableMethods:
     """``send``, ``asend`` and the durable parts of ``job`` and ``retry``."""
 
-    @property
-    def backend(self) -> Any:
-        raise NotImplementedError  # App's own property
+    if TYPE_CHECKING:
+
+        @property
+        def backend(self) -> Backend:
+            """The App's backend (``App.backend``)."""
+            ...
 
     def send(
         self, job_id: str, name: str, payload: Any = None, *, connection: object | None = None
@@ -45,26 +44,22 @@ class DurableMethods:
         caller's transaction and exists exactly when it commits.
         """
         job, event, encoded = _validated(job_id, name, payload)
-        self._durable().send_event(job, event, encoded, connection=connection)
+        self.backend.send_event(job, event, encoded, connection=connection)
 
     async def asend(
         self, job_id: str, name: str, payload: Any = None, *, connection: object | None = None
     ) -> None:
         """``send`` on the running event loop (``connection=``: a ``psycopg.AsyncConnection``)."""
         job, event, encoded = _validated(job_id, name, payload)
-        await self._durable().asend_event(job, event, encoded, connection=connection)
+        await self.backend.asend_event(job, event, encoded, connection=connection)
 
     def _with_steps(self, detail: JobDetail) -> JobDetail:
         """``detail`` with the job's recorded steps and events (one more read)."""
-        state = self._durable().load_steps(detail.job.id)
+        state = self.backend.load_steps(detail.job.id)
         return replace(detail, steps=state.steps, events=state.events)
 
     def _retry_from_start(self, job_id: str) -> JobRow:
-        return self._durable().retry_job_from_start(job_id)
-
-    def _durable(self) -> _DurableBackend:
-        backend: _DurableBackend = self.backend
-        return backend
+        return self.backend.retry_job_from_start(job_id)
 
 
 def canonical_job_id(job_id: object) -> str:

@@ -106,10 +106,11 @@ class JobRef(Generic[T_co]):
         await self._target().asend(self.id, name, payload, connection=connection)
 
     def _target(self) -> EventTarget:
-        source = self._source()
+        source = self.source
         if not isinstance(source, EventTarget):
             raise ConfigurationError(
-                f"the source of JobRef({self.id!r}) cannot send events; use app.send(job_id, ...)"
+                f"this JobRef({self.id!r}) knows no App that sends events (it was not "
+                "returned by an enqueue); use app.send(job_id, name, payload) instead"
             )
         return source
 

@@ -25,6 +25,7 @@ from venturi.cli import main
 from venturi.durable import NewDurableStep, StepKind
 from venturi.errors import (
     ClaimLost,
+    ConfigurationError,
     EventAlreadySent,
     EventTimeout,
     InvalidArgument,
@@ -480,7 +481,7 @@ async def test_async_handlers_use_astep_asleep_and_await_for(app: venturi.App, d
     worker.start()
     try:
         wait_until(lambda: paused_once(db, ref.id))
-        await app.asend(ref.id, "approved", {"by": "ana"})
+        await ref.asend("approved", {"by": "ana"})
         result = await ref.aresult(timeout=10)
     finally:
         worker.stop(grace=5)
@@ -621,6 +622,11 @@ def test_eager_keeps_steps_in_memory_sleeps_pass_and_waits_time_out(
         OutcomeKind.COMPLETED,
     ]
     assert db.scalar("SELECT count(*) FROM {{prefix}}_checkpoints") == 0  # nothing written
+
+
+def test_a_ref_that_knows_no_app_cannot_send() -> None:
+    with pytest.raises(ConfigurationError, match=r"app\.send\(job_id"):
+        venturi.JobRef("01ARZ3NDEKTSV4RRFFQ69G5FAV").send("e")
 
 
 def test_perform_and_direct_calls_run_steps_in_memory(app: venturi.App) -> None:
