@@ -106,7 +106,7 @@ class JobRef(Generic[T_co]):
         await self._target().asend(self.id, name, payload, connection=connection)
 
     def _target(self) -> EventTarget:
-        source = self.source
+        source: object = self.source  # an App, an eager session, or None
         if not isinstance(source, EventTarget):
             raise ConfigurationError(
                 f"this JobRef({self.id!r}) knows no App that sends events (it was not "
