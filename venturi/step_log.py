@@ -135,7 +135,7 @@ class StepLog:
 
     # -- steps -------------------------------------------------------------------
 
-    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """``ctx.step``: the recorded value, or ``fn``'s result recorded."""
         recorded = self._begin_step(name)
         if recorded is not None:
@@ -147,7 +147,9 @@ class StepLog:
             current_step.reset(token)
         return self._record_result(name, result)
 
-    async def astep(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def astep(
+        self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any:
         """``ctx.astep``: ``step`` for coroutine functions (and plain ones), awaited."""
         if self._steps_known:
             recorded = self._begin_step(name)

@@ -120,3 +120,11 @@ def test_step_key_names_the_step_running_in_each_task() -> None:
 
     assert asyncio.run(both()) == ["J1:a", "J1:b"]
     assert current_step.get() is None
+
+
+def test_a_steps_function_may_take_keywords_named_name_and_fn() -> None:
+    def call(name: str, fn: str) -> str:
+        return f"{name}/{fn}"
+
+    assert log(MemorySteps()).step("a", call, name="n", fn="f") == "n/f"
+    assert asyncio.run(log(MemorySteps()).astep("a", call, name="n", fn="f")) == "n/f"
