@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -44,8 +45,11 @@ from venturi.errors import ClaimLost, EventTimeout, InvalidDelay
 from venturi.serialization import decode_json, encode_json
 from venturi.types import Claim
 
-__all__ = ["MemorySteps", "StepLog", "StepSource", "StepStore", "current_step"]
+__all__ = ["MAX_DURATION", "MemorySteps", "StepLog", "StepSource", "StepStore", "current_step"]
 
+#: Longest sleep or wait timeout: a wake time a thousand years ahead is still a
+#: ``datetime`` (and comes before ``NEVER``).
+MAX_DURATION = timedelta(days=365_000)
 #: The name of the step whose function runs now in this thread or task (``ctx.step_key``).
 current_step: ContextVar[str | None] = ContextVar("venturi_current_step", default=None)
 
@@ -147,9 +151,7 @@ class StepLog:
             current_step.reset(token)
         return self._record_result(name, result)
 
-    async def astep(
-        self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-    ) -> Any:
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """``ctx.astep``: ``step`` for coroutine functions (and plain ones), awaited."""
         if self._steps_known:
             recorded = self._begin_step(name)
@@ -185,12 +187,7 @@ class StepLog:
 
     def sleep(self, duration: timedelta | float) -> datetime | None:
         """``ctx.sleep``: None when this sleep is over, else the time to pause until."""
-        if isinstance(duration, int | float) and not isinstance(duration, bool):
-            duration = timedelta(seconds=duration)
-        if not isinstance(duration, timedelta):
-            raise InvalidDelay(duration, "give seconds or a timedelta")
-        if duration < timedelta(0):
-            raise InvalidDelay(duration, "must not be negative")
+        duration = _duration(duration, "a sleep")
         self._sleeps += 1
         key = (StepKind.SLEEP, str(self._sleeps))
         self._use(key, f"sleep {self._sleeps}")
@@ -212,10 +209,8 @@ class StepLog:
         """``ctx.wait_for``: ``(True, payload, _)`` when the event was sent, else
         ``(False, None, until)``; raises ``EventTimeout`` once its deadline passed."""
         name = validate_event_name(name)
-        if isinstance(timeout, int | float) and not isinstance(timeout, bool):
-            timeout = timedelta(seconds=timeout)
-        if timeout is not None and (not isinstance(timeout, timedelta) or timeout < timedelta(0)):
-            raise InvalidDelay(timeout, "a wait's timeout must be a non-negative timedelta")
+        if timeout is not None:
+            timeout = _duration(timeout, "a wait's timeout")
         self._use((StepKind.WAIT, name), f"wait_for {name!r}")
         events = self._know_events()
         if (StepKind.TIMEOUT, name) in self._recorded:
@@ -278,6 +273,22 @@ class StepLog:
             self._now = recorded.recorded_at
             self._read_at = time.monotonic()
         return recorded
+
+
+def _duration(value: object, what: str) -> timedelta:
+    """Seconds or a timedelta, not negative and at most ``MAX_DURATION``; else
+    ``InvalidDelay`` (a wake time must stay a time Python can read back)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise InvalidDelay(None, f"{what} takes seconds or a timedelta, got {value!r}")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or abs(value) > MAX_DURATION.total_seconds():
+            raise InvalidDelay(value, f"{what} must be finite, at most {MAX_DURATION.days} days")
+        value = timedelta(seconds=value)
+    if value < timedelta(0):
+        raise InvalidDelay(value, f"{what} must not be negative")
+    if value > MAX_DURATION:
+        raise InvalidDelay(value, f"{what} must be at most {MAX_DURATION.days} days")
+    return value
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:

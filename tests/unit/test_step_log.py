@@ -67,7 +67,20 @@ def test_bad_names_are_invalid_arguments(name: Any) -> None:
         validate_event_name(name)
 
 
-@pytest.mark.parametrize("duration", [-1, timedelta(seconds=-1), "1s", None])
+@pytest.mark.parametrize(
+    "duration",
+    [
+        -1,
+        timedelta(seconds=-1),
+        "1s",
+        None,
+        True,
+        float("nan"),
+        float("inf"),
+        1e300,
+        timedelta(days=400_000),
+    ],
+)
 def test_bad_sleeps_and_timeouts_are_refused(duration: Any) -> None:
     with pytest.raises(InvalidDelay):
         log(MemorySteps()).sleep(duration)
