@@ -114,7 +114,10 @@ def drain_rate(
 def empty(url: str, prefix: str) -> None:
     """Every job, journal entry and fair-claim cursor of ``prefix`` gone."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_fair_cursors")
+        conn.execute(
+            f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_fair_cursors,"
+            f" {prefix}_checkpoints, {prefix}_events"
+        )
 
 
 def options(description: str, *, claims: int) -> argparse.Namespace:

@@ -18,6 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 from venturi.app_limits import SharedLimits
 from venturi.backend import Backend
 from venturi.context import Context
+from venturi.durable_app import DurableMethods
 from venturi.errors import ConfigurationError, InvalidArgument, JobNotFound, WorkflowNotFound
 from venturi.events import Events
 from venturi.kind_control import KindControlMethods
@@ -86,7 +87,7 @@ def _status(value: Status | str | None) -> Status | None:
         raise InvalidArgument(f"unknown status {value!r}; use one of {allowed}") from None
 
 
-class App(ReadRouting, SharedLimits, KindControlMethods, ScheduleControlMethods):
+class App(ReadRouting, SharedLimits, KindControlMethods, ScheduleControlMethods, DurableMethods):
     """One queue: a database (URL or embedded server), a prefix, and tasks.
 
     Control at run time (pausing kinds, overriding limits, stored schedules; ADR
@@ -307,13 +308,14 @@ class App(ReadRouting, SharedLimits, KindControlMethods, ScheduleControlMethods)
         return self.backend.migrate()
 
     def job(self, job_id: str, *, fresh: bool = False) -> JobDetail:
-        """The row and its journal timeline, oldest entry first: from the read replica
-        when there is one, unless ``fresh`` (then from the primary, as of now)."""
+        """The row and its journal timeline, oldest entry first, and a durable job's
+        recorded steps and the events sent to it (ADR 0137): from the read replica when
+        there is one, unless ``fresh`` (then from the primary, as of now)."""
         reads = self.backend if fresh else self.reads
         detail = reads.get_job(_job_id(job_id))
         if detail is None:
             raise JobNotFound(job_id)
-        return detail
+        return self._with_steps(detail)
 
     def jobs(
         self,
@@ -330,9 +332,15 @@ class App(ReadRouting, SharedLimits, KindControlMethods, ScheduleControlMethods)
             raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE_SIZE}, got {limit}")
         return self.reads.list_jobs(status=_status(status), kind=kind, limit=limit, after=after)
 
-    def retry(self, job_id: str) -> JobRow:
+    def retry(self, job_id: str, *, reset_steps: bool = False) -> JobRow:
         """Make a ``dead`` job (cancelled ones too) pending again, eligible now, with a
-        fresh failure budget and no cancellation request."""
+        fresh failure budget and no cancellation request.
+
+        A durable job resumes after its last recorded step; ``reset_steps=True``
+        deletes its recorded steps in the same transaction, so it starts over (the
+        events sent to it are kept; ADR 0137)."""
+        if reset_steps:
+            return self._retry_from_start(_job_id(job_id))
         return self.backend.retry_job(_job_id(job_id))
 
     def cancel(self, job_id: str) -> JobRow:

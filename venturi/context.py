@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from venturi.errors import InvalidDelay
+from venturi.serialization import MAX_ENCODED_BYTES
+from venturi.step_log import MemorySteps, StepLog, current_step
+from venturi.types import Claim
 
 __all__ = [
     "Cancelled",
@@ -49,6 +53,8 @@ class Context:
         "_attachment",
         "_cancelled",
         "_has_attachment",
+        "_log",
+        "_steps",
         "carry",
         "failure_count",
         "job_id",
@@ -65,6 +71,7 @@ class Context:
         failure_count: int,
         carry: Any = None,
         cancelled: Callable[[], bool] | None = None,
+        steps: Callable[[], StepLog] | None = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -74,6 +81,8 @@ class Context:
         self._attachment: Any = None
         self._has_attachment = False
         self._cancelled = cancelled
+        self._steps = steps
+        self._log: StepLog | None = None
 
     def is_cancelled(self) -> bool:
         """True once an operator asked to cancel this running job (``app.cancel``).
@@ -120,3 +129,81 @@ class Context:
     @property
     def attachment(self) -> Any:
         return self._attachment
+
+    # -- durable steps, sleeps and events (ADR 0137, venturi/step_log.py) -------------
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn(*args, **kwargs)`` once per job, ever: its result is recorded
+        (strict JSON, at most the App's ``result_max_bytes``) before this returns,
+        and a later run of the job gets the recorded value without calling ``fn``.
+
+        ``fn`` that raises records nothing. A ``name`` given twice in one run raises
+        ``ValueError``; a result that is not strict JSON, or too large,
+        ``InvalidPayload``, nothing recorded. The value returned is the recorded
+        one (a JSON round trip: a tuple comes back a list), in every run alike.
+        """
+        return self._step_log().step(name, fn, *args, **kwargs)
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``step`` awaited: ``fn`` may be a coroutine function (or return an awaitable)."""
+        return await self._step_log().astep(name, fn, *args, **kwargs)
+
+    @property
+    def step_key(self) -> str:
+        """An idempotency key for the step whose function runs now: ``"<job id>:<step
+        name>"``, the same in every run of the job. Give it to the service the step
+        calls (a payment API's idempotency key), so that a step interrupted before it
+        was recorded, and so run again, does its work once. ``RuntimeError`` outside
+        a step's function."""
+        name = current_step.get()
+        if name is None:
+            raise RuntimeError("ctx.step_key is set only while a ctx.step function runs")
+        return f"{self.job_id}:{name}"
+
+    def sleep(self, duration: timedelta | float) -> None:
+        """Sleep durably: the run ends ``paused`` until ``duration`` (seconds or a
+        timedelta) from the first time this call was reached, recorded with the job;
+        the run that follows replays its recorded steps and passes here at once. No
+        thread is held meanwhile. Sleeps are told apart by their order in the run."""
+        until = self._step_log().sleep(duration)
+        if until is not None:
+            raise Pause(timedelta(0), until)
+
+    async def asleep(self, duration: timedelta | float) -> None:
+        """``sleep`` for async handlers."""
+        log = self._step_log()
+        until = await asyncio.to_thread(log.sleep, duration)
+        if until is not None:
+            raise Pause(timedelta(0), until)
+
+    def wait_for(self, name: str, timeout: timedelta | float | None = None) -> Any:
+        """The payload of the event ``name`` sent to this job (``app.send``).
+
+        When none was sent yet, the run ends ``paused``; the job is woken when the
+        event is sent, or at ``timeout`` after this call was first reached, where
+        ``wait_for`` raises ``venturi.EventTimeout`` (in that run and every later one).
+        """
+        is_sent, payload, until = self._step_log().wait_for(name, timeout)
+        if not is_sent:
+            raise Pause(timedelta(0), until)
+        return payload
+
+    async def await_for(self, name: str, timeout: timedelta | float | None = None) -> Any:
+        """``wait_for`` for async handlers."""
+        log = self._step_log()
+        is_sent, payload, until = await asyncio.to_thread(log.wait_for, name, timeout)
+        if not is_sent:
+            raise Pause(timedelta(0), until)
+        return payload
+
+    def _step_log(self) -> StepLog:
+        log = self._log
+        if log is None:
+            if self._steps is not None:
+                log = self._steps()
+            else:
+                # A direct call or perform: no job row, the log lives in memory.
+                claim = Claim(self.job_id or "", "", self.run_count)
+                log = StepLog(MemorySteps(), claim, result_max_bytes=MAX_ENCODED_BYTES)
+            self._log = log
+        return log

@@ -25,6 +25,10 @@ The tree::
     ├── WorkflowNotFound          no step of that workflow exists (no such id, or cleaned up)
     ├── InvalidState              an operation on a job whose status does not allow it
     ├── JobFailed                 a waited-for job ended dead (job id, note; ADR 0124)
+    ├── JobFinished               an event sent to a completed or dead job (ADR 0137)
+    ├── EventAlreadySent          a second event of one name to one job (ADR 0137)
+    ├── EventTimeout              ctx.wait_for's timeout passed with no event (a TimeoutError)
+    ├── ClaimLost                 a durable step of a run that no longer holds its claim
     ├── ResultTimeout             a waited-for job was not terminal in time (a TimeoutError)
     ├── ResultUnavailable         a completed job has no stored result (over the size bound)
     ├── MigrationError            the migration runner refused to go on (ADR 24)
@@ -52,6 +56,7 @@ __all__ = [
     "ArgumentsMismatch",
     "BackendUnavailable",
     "ChecksumMismatch",
+    "ClaimLost",
     "ConfigurationError",
     "DatabaseAhead",
     "DatabaseRefused",
@@ -59,6 +64,8 @@ __all__ = [
     "DuplicateSchedule",
     "EmbeddedUnavailable",
     "EnqueueError",
+    "EventAlreadySent",
+    "EventTimeout",
     "Fail",
     "InvalidArgument",
     "InvalidDelay",
@@ -69,6 +76,7 @@ __all__ = [
     "InvalidSchedule",
     "InvalidState",
     "JobFailed",
+    "JobFinished",
     "JobNotFound",
     "KindNotFound",
     "MigrationError",
@@ -253,6 +261,53 @@ class JobFailed(VenturiError):
         super().__init__(f"job {job_id} ended dead: {note or 'no note'}")
         self.job_id = job_id
         self.note = note
+
+
+class JobFinished(VenturiError):
+    """An event was sent to a job that already ended (``status`` completed or dead):
+    nobody would read it, so nothing was written."""
+
+    def __init__(self, job_id: str, status: str) -> None:
+        super().__init__(f"cannot send an event to job {job_id}: it is {status} already")
+        self.job_id = job_id
+        self.status = status
+
+
+class EventAlreadySent(VenturiError):
+    """An event of this name was sent to this job before; an event is sent once, and
+    the first payload stands (send under another name for another event)."""
+
+    def __init__(self, job_id: str, name: str) -> None:
+        super().__init__(f"event {name!r} was already sent to job {job_id}; the first one stands")
+        self.job_id = job_id
+        self.name = name
+
+
+class EventTimeout(VenturiError, TimeoutError):
+    """Raised by ``ctx.wait_for`` when its timeout passed before the event was sent.
+
+    The timeout is recorded: every later run of the job raises it again at the same
+    ``wait_for``, even if the event arrives afterwards. Catch it to go on without it.
+    """
+
+    def __init__(self, job_id: str | None, name: str) -> None:
+        super().__init__(f"job {job_id}: no event {name!r} arrived before the wait's timeout")
+        self.job_id = job_id
+        self.name = name
+
+
+class ClaimLost(VenturiError):
+    """A durable step finished in a run that no longer holds its job's claim (its lease
+    expired and the job was recovered): nothing was recorded, the run holding the claim
+    records its own. Raised from ``ctx.step`` so the stale run stops there."""
+
+    def __init__(self, job_id: str, run_count: int, step: str) -> None:
+        super().__init__(
+            f"job {job_id} run {run_count} lost its claim; step {step!r} was not recorded"
+        )
+        self.job_id = job_id
+        self.run_count = run_count
+        self.step = step
 
 
 class ResultTimeout(VenturiError, TimeoutError):

@@ -70,6 +70,14 @@ DERIVED_SUFFIXES = (
     "_edges",
     "_edges_pkey",
     "_edges_child",
+    "_checkpoints",
+    "_checkpoints_pkey",
+    "_checkpoints_job",
+    "_checkpoints_kind",
+    "_checkpoints_seq",
+    "_events",
+    "_events_pkey",
+    "_events_job_id_fkey",
 )
 MAX_PREFIX_LENGTH = _IDENTIFIER_LIMIT - max(len(s) for s in DERIVED_SUFFIXES)
 

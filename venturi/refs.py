@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload, run
 from venturi.errors import ConfigurationError
 from venturi.types import Status
 
-__all__ = ["JobRef", "ResultSource"]
+__all__ = ["EventTarget", "JobRef", "ResultSource"]
 
 if TYPE_CHECKING:
     # A default makes a bare ``JobRef`` mean ``JobRef[Any]`` (PEP 696); only type
@@ -36,6 +36,19 @@ class ResultSource(Protocol):
     async def aresult(self, job_id: str, timeout: float | None = 0) -> Any: ...
 
     def status(self, job_id: str) -> Status: ...
+
+
+@runtime_checkable
+class EventTarget(Protocol):
+    """Where a ``JobRef`` sends events to its job: the App (ADR 0137)."""
+
+    def send(
+        self, job_id: str, name: str, payload: Any = None, *, connection: object | None = None
+    ) -> None: ...
+
+    async def asend(
+        self, job_id: str, name: str, payload: Any = None, *, connection: object | None = None
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +94,25 @@ class JobRef(Generic[T_co]):
 
     def status(self) -> Status:
         return self._source().status(self.id)
+
+    def send(self, name: str, payload: Any = None, *, connection: object | None = None) -> None:
+        """Send the event ``name`` to this job (``app.send``; its ``ctx.wait_for`` gets it)."""
+        self._target().send(self.id, name, payload, connection=connection)
+
+    async def asend(
+        self, name: str, payload: Any = None, *, connection: object | None = None
+    ) -> None:
+        """``send``, awaited (``app.asend``)."""
+        await self._target().asend(self.id, name, payload, connection=connection)
+
+    def _target(self) -> EventTarget:
+        source: object = self.source  # an App, an eager session, or None
+        if not isinstance(source, EventTarget):
+            raise ConfigurationError(
+                f"this JobRef({self.id!r}) knows no App that sends events (it was not "
+                "returned by an enqueue); use app.send(job_id, name, payload) instead"
+            )
+        return source
 
     def _source(self) -> ResultSource:
         if self.source is None:

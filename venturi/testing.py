@@ -33,6 +33,13 @@ have recorded at the limit (``retried``, or ``dead`` at the backstop, note
 job while it runs here, so ``ctx.is_cancelled()`` is False; a job cancelled
 before ``drain`` is ``dead`` and never runs.
 
+Durable steps (ADR 0137): under ``eager`` a job's steps are kept in memory
+for the call: its next run replays them, its sleeps pass at once, and a
+``wait_for`` (no event can reach a job still running inline) times out at
+once, or pauses until ``max_runs`` without a timeout. ``drain`` records them
+in the test database, as a worker does; with ``include_scheduled`` its sleeps
+pass and its waits time out at once too.
+
 Workflows (ADR 0125): ``drain`` runs a chain or chord to its end, since each
 finish makes the next steps pending and ``drain`` claims until nothing is
 due. Under ``eager``, ``chain(...).delay()`` / ``chord(...).delay()`` run every
@@ -60,12 +67,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from venturi.errors import ConfigurationError, JobFailed, JobNotFound
+from venturi.errors import ConfigurationError, JobFailed, JobFinished, JobNotFound
 from venturi.ids import new_id
 from venturi.refs import JobRef
 from venturi.runtime.executor import aexecute, execute, refuse_inside_event_loop
 from venturi.runtime.runner import Runner, worker_id
 from venturi.serialization import decode_json, encode_json
+from venturi.step_log import MemorySteps, StepSource
 from venturi.task import eager_session
 from venturi.types import (
     Claim,
@@ -155,6 +163,7 @@ def drain(
     tasks = app.tasks()
     if any(tasks[kind].is_async for kind in served):
         refuse_inside_event_loop("drain")  # before any claim, so no job is left claimed
+    horizon = SCHEDULED_HORIZON if include_scheduled else timedelta(0)
     runner = Runner(
         app.backend,
         app.tasks(),
@@ -162,10 +171,10 @@ def drain(
         worker_id=worker_id(),
         result_max_bytes=app.result_max_bytes,
         shared_limits=app.shared_limits(),
+        steps_ahead=horizon,
     )
     request = runner.plan.request(free=1, running={}, is_renewed=False)
     assert request is not None  # one free slot, nothing running: every kind has room
-    horizon = SCHEDULED_HORIZON if include_scheduled else timedelta(0)
     runs: list[Run] = []
     while len(runs) < max_runs:
         ran = runner.run(request, horizon=horizon)
@@ -334,6 +343,17 @@ class EagerSession:
     async def aresult(self, job_id: str, timeout: float | None = 0) -> Any:
         return self.result(job_id, timeout)
 
+    def send(
+        self, job_id: str, name: str, payload: Any = None, *, connection: object | None = None
+    ) -> None:
+        """An event to a job of this session: it has ended (eager runs to the end)."""
+        raise JobFinished(job_id, self.status(job_id).value)
+
+    async def asend(
+        self, job_id: str, name: str, payload: Any = None, *, connection: object | None = None
+    ) -> None:
+        self.send(job_id, name, payload)
+
     def status(self, job_id: str) -> Status:
         kind = self._last_outcome(job_id).kind
         return Status.DEAD if kind is OutcomeKind.DEAD else Status.COMPLETED
@@ -360,6 +380,9 @@ class EagerSession:
         payload = decode_json(job.payload)
         carry: Any = None
         failure_count = 0
+        # The job's durable steps, kept for its runs (ADR 0137): a paused run's next
+        # run replays them, its sleeps pass and its waits time out.
+        steps = StepSource(MemorySteps(fast_clock=True), self.app.result_max_bytes)
         self._depth += 1
         try:
             for run_count in itertools.count(1):
@@ -380,7 +403,7 @@ class EagerSession:
                     priority=job.priority,
                     is_expired=run_count == 1 and _is_expired(job),
                 )
-                outcome = execute(task, claimed).outcome
+                outcome = execute(task, claimed, steps=steps).outcome
                 self.runs.append(
                     Run(
                         job_id=job.id,

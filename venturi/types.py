@@ -17,6 +17,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 from venturi.cursor import Cursor, decode_cursor, encode_cursor
+from venturi.durable import RecordedStep, SentEvent
 
 __all__ = [
     "AppliedMigration", "Claim", "ClaimFloor", "ClaimedJob", "Cursor", "Finished", "JobDetail",
@@ -250,10 +251,13 @@ class JournalEntry:
 
 @dataclass(frozen=True, slots=True)
 class JobDetail:
-    """A job and its timeline, oldest entry first (ADR 18)."""
+    """A job and its timeline, oldest entry first (ADR 18); a durable job's recorded
+    steps in recording order and the events sent to it (ADR 0137)."""
 
     job: JobRow
     journal: tuple[JournalEntry, ...]
+    steps: tuple[RecordedStep, ...] = ()
+    events: tuple[SentEvent, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,10 @@ WORKER_STOP_TIMEOUT = 30
 
 @pytest.fixture(autouse=True)
 def empty_registry(db: Database) -> None:
-    db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs, {{prefix}}_workers")
+    db.execute(
+        "TRUNCATE {{prefix}}_journal, {{prefix}}_jobs, {{prefix}}_workers,"
+        " {{prefix}}_checkpoints, {{prefix}}_events"
+    )
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from venturi.backend import (
     Claims,
     Control,
     Coordination,
+    Durable,
     Enqueue,
     Leases,
     Operator,
@@ -44,6 +45,7 @@ _operator_check: type[Operator] = PostgresBackend
 _workers_check: type[Workers] = PostgresBackend
 _results_check: type[Results] = PostgresBackend
 _workflows_check: type[Workflows] = PostgresBackend
+_durable_check: type[Durable] = PostgresBackend
 _control_check: type[Control] = PostgresBackend
 _schema_check: type[Schema] = PostgresBackend
 
@@ -77,8 +79,9 @@ def backend(database_url: str, prefix: str, build_backend: Callable[[], Backend]
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(
             f"TRUNCATE {prefix}_journal, {prefix}_jobs, {prefix}_claim_limits,"
-            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors, {prefix}_kind_controls,"
-            f" {prefix}_schedules, {prefix}_backfills, {prefix}_audit"
+            f" {prefix}_steps, {prefix}_edges, {prefix}_fair_cursors, {prefix}_checkpoints,"
+            f" {prefix}_events, {prefix}_kind_controls, {prefix}_schedules, {prefix}_backfills,"
+            f" {prefix}_audit"
         )
     return build_backend()
 

@@ -51,6 +51,7 @@ ROLES = (
     storage.Results,
     storage.Workflows,
     storage.Control,
+    storage.Durable,
     storage.Schema,
     storage.Callbacks,
     storage.Keys,

@@ -142,7 +142,9 @@ def test_enqueue_page_offers_every_task_of_the_app(client: TestClient, signed_in
 def test_pages_without_tasks_or_jobs_still_render(database_url: str, prefix: str, db) -> None:
     from venturi.dashboard import create_app
 
-    db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs")
+    db.execute(
+        "TRUNCATE {{prefix}}_journal, {{prefix}}_jobs, {{prefix}}_checkpoints, {{prefix}}_events"
+    )
     empty = venturi.App(database_url, prefix=prefix, set_as_current=False)
     with TestClient(create_app(empty, read_only=True), base_url="http://127.0.0.1") as c:
         for path in ("/", "/jobs", "/workers", "/schedules", "/workflows", "/enqueue"):
@@ -342,3 +344,26 @@ def test_schedules_page_shows_the_active_beat_host_pid_and_since(client, app) ->
         beat.stop(grace=5)
     assert app.active_beat() is None
     assert wait_until(lambda: "No beat is running" in beat_panel(client))
+
+
+def test_job_page_shows_a_durable_jobs_steps_and_events_escaped(client, app, db) -> None:
+    @app.task(kind="durable.page")
+    def fulfil(ctx: venturi.Context) -> object:
+        ctx.step("<b>charge</b>", lambda: {"id": "<script>x</script>"})
+        return ctx.wait_for("approved")
+
+    ref = fulfil.delay()
+    drain(app)
+    app.send(ref.id, "approved", {"by": "<i>ana</i>"})
+    html = client.get(f"/jobs/{ref.id}").text
+    assert 'id="durable-panel"' in html
+    assert "&lt;b&gt;charge&lt;/b&gt;" in html
+    assert "&lt;script&gt;x&lt;/script&gt;" in html
+    assert "&lt;i&gt;ana&lt;/i&gt;" in html
+    assert "<script>x" not in html and "<i>ana" not in html
+    assert "2 recorded, in order" in html
+
+
+def test_job_page_of_a_plain_job_has_no_steps_panel(client, app, db, tasks) -> None:
+    job_id = dead_job(app, db, tasks["send"], note="ValueError: no such mailbox")
+    assert 'id="durable-panel"' not in client.get(f"/jobs/{job_id}").text

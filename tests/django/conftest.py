@@ -49,7 +49,8 @@ def queue(venturi_migrated: str) -> Iterator[object]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             f"TRUNCATE {venturi_migrated}_journal, {venturi_migrated}_jobs, "
-            f"{venturi_migrated}_claim_limits, {venturi_migrated}_workers"
+            f"{venturi_migrated}_claim_limits, {venturi_migrated}_workers, "
+            f"{venturi_migrated}_checkpoints, {venturi_migrated}_events"
         )
     yield app
 

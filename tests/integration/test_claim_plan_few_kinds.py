@@ -22,7 +22,9 @@ from venturi.postgres.queries import Queries
 def test_claim_reads_the_per_kind_claim_index_when_one_kind_fills_the_table(
     db: Any, prefix: str, kinds: list[str]
 ) -> None:
-    db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs")
+    db.execute(
+        "TRUNCATE {{prefix}}_journal, {{prefix}}_jobs, {{prefix}}_checkpoints, {{prefix}}_events"
+    )
     db.execute(
         "INSERT INTO {{prefix}}_jobs (id, kind, payload, status, created_at, visible_at)"
         " SELECT lpad(n::text, 26, '0'), 'only.kind', '{}', 'pending',"

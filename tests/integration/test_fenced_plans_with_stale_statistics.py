@@ -50,7 +50,9 @@ def scanned_relations(plan: Any) -> list[str]:
 @pytest.fixture
 def claims(db: Any) -> dict[str, list[Any]]:
     """100,000 pending rows ANALYZEd with none claimed, then 500 claimed behind the statistics."""
-    db.execute("TRUNCATE {{prefix}}_journal, {{prefix}}_jobs")
+    db.execute(
+        "TRUNCATE {{prefix}}_journal, {{prefix}}_jobs, {{prefix}}_checkpoints, {{prefix}}_events"
+    )
     db.execute(
         "INSERT INTO {{prefix}}_jobs (id, kind, payload, status, created_at, visible_at)"
         " SELECT lpad(n::text, 26, '0'), 'only.kind', '{}', 'pending',"

@@ -1614,3 +1614,82 @@ CONTROL_STATEMENTS = {
 def test_the_control_statements_plan(planner: Planner, name: str) -> None:
     plan = planner.explain_sql(getattr(planner.queries, name).sql, **CONTROL_STATEMENTS[name])
     assert plan.seq_scans(planner.jobs) == [], plan.text
+
+
+# -- durable steps and events (ADR 0137) ------------------------------------------------------
+
+#: Five recorded steps for one terminal job in ten, and an event for one in twenty.
+BUILD_DURABLE = """
+WITH stepped AS (
+    INSERT INTO {{prefix}}_checkpoints (job_id, kind, name, run_no, recorded_at, result)
+    SELECT j.id, 'step', 's' || n, 1, j.created_at, to_jsonb(n)
+    FROM {{prefix}}_jobs AS j, generate_series(1, 5) AS n
+    WHERE j.finished_at IS NOT NULL AND hashtext(j.id) % 10 = 0
+)
+INSERT INTO {{prefix}}_events (job_id, name, payload, sent_at)
+SELECT j.id, 'approved', '{}'::jsonb, j.created_at
+FROM {{prefix}}_jobs AS j
+WHERE j.finished_at IS NOT NULL AND hashtext(j.id) % 20 = 0
+"""
+DURABLE_CASCADES = (
+    "DELETE FROM ONLY {{prefix}}_checkpoints WHERE %(id)s = job_id",
+    "DELETE FROM ONLY {{prefix}}_events WHERE %(id)s = job_id",
+)
+
+
+@pytest.fixture(scope="module")
+def durable(planner: Planner) -> Planner:
+    planner.conn.execute(planner.prefix.substitute(BUILD_DURABLE))
+    for table in ("checkpoints", "events"):
+        planner.conn.execute(f"VACUUM ANALYZE {planner.prefix.value}_{table}")
+    return planner
+
+
+def test_a_runs_read_of_its_steps_and_events_probes_both_primary_keys(durable: Planner) -> None:
+    plan = durable.explain("load_durable", id=durable.samples["completed_id"])
+    assert plan.index_scans(durable.index("_checkpoints_pkey")), plan.text
+    assert plan.index_scans(durable.index("_events_pkey")), plan.text
+    for table in ("_checkpoints", "_events"):
+        assert plan.seq_scans(durable.index(table)) == [], plan.text
+
+
+@pytest.mark.parametrize("statement", ["record_step", "send_event", "reset_steps"])
+def test_a_step_a_send_and_a_reset_find_their_rows_by_primary_key(
+    durable: Planner, statement: str
+) -> None:
+    claim = durable.samples["claims"]
+    params: dict[str, Any] = {
+        "record_step": {
+            "id": claim["ids"][0],
+            "claimed_by": claim["claimed_by"][0],
+            "run_count": claim["run_counts"][0],
+            "kind": "step",
+            "name": "charge",
+            "result": "1",
+            "wake_after": None,
+        },
+        "send_event": {
+            "id": durable.samples["pending_id"],
+            "name": "approved",
+            "payload": "null",
+            "channel": "c",
+        },
+        "reset_steps": {"id": durable.samples["dead_id"]},
+    }[statement]
+    # Its parameters include a "name": the statement's text goes to explain_sql.
+    plan = durable.explain_sql(getattr(durable.queries, statement).sql, **params)
+    assert plan.seq_scans(durable.jobs) == [], plan.text
+    assert plan.seq_scans(durable.index("_checkpoints")) == [], plan.text
+    if statement != "reset_steps":
+        assert plan.index_scans(durable.index("_jobs_pkey")), plan.text
+
+
+@pytest.mark.parametrize("sql", DURABLE_CASCADES, ids=["checkpoints", "events"])
+def test_the_cascade_from_a_deleted_job_finds_its_steps_and_events_by_primary_key(
+    durable: Planner, sql: str
+) -> None:
+    plan = durable.explain_sql(durable.prefix.substitute(sql), id=durable.samples["completed_id"])
+    assert plan.table_reads(durable.index("_checkpoints")) + plan.table_reads(
+        durable.index("_events")
+    ), plan.text
+    assert all(n.type != "Seq Scan" for n in plan.nodes), plan.text

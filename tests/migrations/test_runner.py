@@ -71,7 +71,7 @@ def test_migrate_applies_every_version_once_and_then_is_a_no_op(
         (9, "workflows"),
         (10, "fair_claims"),
         (11, "expires"),
-        (12, "placeholder_for_issue_29_branch"),
+        (12, "durable"),
         (13, "key_limits"),
         (14, "run_time_control"),
     ]

@@ -495,3 +495,42 @@ def test_the_start_check_refuses_a_prefix_without_v14(
     """The claim reads _kind_controls: its absence is refused at start, not at the claim."""
     message = start_check_refusal(conn, fresh_prefix, database_url, 13)
     assert "run `venturi migrate`" in message, message
+
+
+def test_v12_adds_the_durable_tables_cascading_from_jobs_and_one_nullable_column(
+    conn: psycopg.Connection[Any], fresh_prefix: str
+) -> None:
+    """Durable steps (ADR 0137): two new tables whose rows go with their job (the
+    cascade cleanup relies on), and one nullable column appended to the jobs table,
+    no default (no row rewritten); the seed's constraints and indexes unchanged."""
+    [v12] = [m for m in load_migrations() if m.version == 12]
+    assert v12.name == "durable"
+    before, after = across(conn, fresh_prefix, 12)
+    assert after["constraints"] == before["constraints"]
+    assert after["indexes"] == before["indexes"]
+    assert appended_columns(before, after) == [
+        ("{{prefix}}_jobs", "woken_run", "integer", "False", "None"),
+    ]
+    keys = conn.execute(
+        """
+        SELECT conrelid::regclass::text, confdeltype, pg_get_constraintdef(oid)
+        FROM pg_constraint
+        WHERE contype = 'f' AND confrelid = %s::regclass
+        ORDER BY 1
+        """,
+        (f"{fresh_prefix}_jobs",),
+    ).fetchall()
+    durable = [(t.replace(fresh_prefix, "{{prefix}}"), d) for t, d, _ in keys if "journal" not in t]
+    assert durable == [("{{prefix}}_checkpoints", "c"), ("{{prefix}}_events", "c")]
+    relations = conn.execute(
+        "SELECT relname FROM pg_class WHERE relname LIKE %s", (f"{fresh_prefix}\\_%",)
+    ).fetchall()
+    names = {r[0].removeprefix(fresh_prefix) for r in relations}
+    assert {n for n in names if n.startswith(("_checkpoints", "_events"))} <= set(DERIVED_SUFFIXES)
+
+
+def test_the_start_check_names_the_durable_storage_when_v12_is_missing(
+    conn: psycopg.Connection[Any], fresh_prefix: str, database_url: str
+) -> None:
+    message = start_check_refusal(conn, fresh_prefix, database_url, 11)
+    assert "woken_run" in message, message

@@ -85,7 +85,7 @@ def roles(database_url: str, invariants: Any) -> Iterator[Roles]:
     try:
         migrator = venturi.App(made.owner_url, prefix=made.prefix, set_as_current=False)
         try:
-            assert [m.version for m in migrator.migrate()] == list(range(1, 14))
+            assert [m.version for m in migrator.migrate()] == list(range(1, 15))
         finally:
             migrator.close()
         made.run_documented("owner", made.owner_url)
@@ -132,6 +132,12 @@ def test_the_runtime_role_enqueues_drains_leads_beat_and_runs_every_operation(
             raise Retry("not yet", delay=0)
         return "done"
 
+    @runtime.task(kind="lp.durable")
+    def durable(ctx: Context) -> int:
+        # Steps and events are rows of their own tables (V12): their grants and sequence.
+        value = int(ctx.step("s", lambda: 1))
+        return value + int(ctx.wait_for("go", timeout=60))
+
     @runtime.task(kind="lp.doomed")
     def doomed() -> None:
         raise Fail("doomed")
@@ -153,6 +159,8 @@ def test_the_runtime_role_enqueues_drains_leads_beat_and_runs_every_operation(
         with psycopg.connect(roles.runtime_url) as conn:
             transactional = work.apply_async(args=(7,), connection=conn)
         retried = flaky.delay()
+        stepped = durable.delay()
+        runtime.send(stepped.id, "go", 2)
         dead = doomed.delay()
         future = work.apply_async(args=(8,), countdown=3600)
         # A claim whose worker vanished: the runtime worker's sweep must recover it.
@@ -172,7 +180,14 @@ def test_the_runtime_role_enqueues_drains_leads_beat_and_runs_every_operation(
         worker = Worker(runtime, concurrency=4, poll_interval=0.5, recovery_interval=1.0)
         worker.start()
         try:
-            done = [*(r.id for r in refs), first.id, transactional.id, retried.id, stale]
+            done = [
+                *(r.id for r in refs),
+                first.id,
+                transactional.id,
+                retried.id,
+                stale,
+                stepped.id,
+            ]
 
             def status(job_id: str) -> Status:
                 return runtime.job(job_id).job.status
@@ -189,6 +204,8 @@ def test_the_runtime_role_enqueues_drains_leads_beat_and_runs_every_operation(
             "stale-recovered",
             "completed",
         ]
+        assert [s.name for s in runtime.job(stepped.id).steps] == ["s"]
+        assert stepped.result(timeout=5) == 3
         assert [e.outcome.value for e in runtime.job(retried.id).journal] == [
             "retried",
             "completed",

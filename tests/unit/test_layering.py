@@ -103,6 +103,7 @@ VOCABULARY = frozenset(
         "conversion",
         "cron",
         "cursor",
+        "durable",
         "errors",
         "events",
         "ids",
@@ -111,6 +112,7 @@ VOCABULARY = frozenset(
         "naming",
         "refs",
         "serialization",
+        "step_log",
         "types",
     )
 )

@@ -8,11 +8,12 @@ time, wake-ups and roles (``Coordination``), the App's operator methods read
 and change jobs (``Operator``), workers keep the registry (``Workers``),
 result waiters read outcomes (``Results``), workflows are written and read
 (``Workflows``), operators pause kinds, override limits and store schedules
-(``Control``), and the App runs migrations and the start check and closes
-(``Schema``); workers register failure callbacks (``Callbacks``), and the
-operator reads the keys of keyed kinds (``Keys``). ``Backend`` is their union:
-what an adapter implements and what the App holds. ``queries.sql`` and the
-PostgreSQL adapter's modules follow the same roles in the same order.
+(``Control``), durable runs record steps and the App sends events (``Durable``),
+and the App runs migrations and the start check and closes (``Schema``);
+workers register failure callbacks (``Callbacks``), and the operator reads the
+keys of keyed kinds (``Keys``). ``Backend`` is their union: what an adapter
+implements and what the App holds. ``queries.sql`` and the PostgreSQL adapter's
+modules follow the same roles in the same order.
 
 No SQL, rows, cursors or driver exceptions cross the boundary. The
 ``connection`` handle of ``enqueue`` is typed ``object`` so this module never
@@ -34,6 +35,7 @@ from typing import Protocol
 from venturi.backend.callbacks import Callbacks, Keys
 from venturi.backend.control import Control
 from venturi.backend.coordination import Coordination, Leadership, Listener
+from venturi.backend.durable import Durable
 from venturi.backend.fleet import Workers
 from venturi.backend.jobs import CAP_RECHECK, Claims, Enqueue, Leases
 from venturi.backend.operator import Operator
@@ -47,6 +49,7 @@ __all__ = [
     "Claims",
     "Control",
     "Coordination",
+    "Durable",
     "Enqueue",
     "Keys",
     "Leadership",
@@ -70,6 +73,7 @@ class Backend(
     Results,
     Workflows,
     Control,
+    Durable,
     Schema,
     Callbacks,
     Keys,

@@ -39,6 +39,7 @@ from venturi.cli.common import (
     write_json,
     write_lines,
 )
+from venturi.cli.steps import steps_json, steps_lines
 from venturi.cursor import Cursor, decode_cursor, encode_cursor
 from venturi.errors import EnqueueError, JobNotFound, ResultUnavailable
 from venturi.types import JobDetail, JobRow, JournalEntry, Priority, Status
@@ -84,6 +85,12 @@ def add_jobs(commands: Commands) -> None:
             help="the status a bulk change acts on (the only one it may)",
         )
         sub.add_argument("--yes", action="store_true", help="apply a bulk change (else: count)")
+        if name == "retry":
+            sub.add_argument(
+                "--reset-steps",
+                action="store_true",
+                help="one durable job: delete its recorded steps, so it starts over",
+            )
         add_json_option(sub)
     _add_jobs_add(actions)
 
@@ -295,7 +302,7 @@ def _detail_lines(detail: JobDetail, result: _Result) -> list[str]:
     width = max(len(name) for name, _ in fields)
     lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
     if not detail.journal:
-        return [*lines, "", "timeline: no entries", *result_below]
+        return [*lines, "", "timeline: no entries", *steps_lines(detail), *result_below]
     header = ("ENTRY", "RUN", "RECORDED", "OUTCOME", "ATTACHMENT", "NOTE")
     rows = [
         (
@@ -314,6 +321,7 @@ def _detail_lines(detail: JobDetail, result: _Result) -> list[str]:
         "timeline:",
         *format_table(header, rows, right={0, 1}),
         *_traceback_lines(detail),
+        *steps_lines(detail),
         *result_below,
     ]
 
@@ -362,7 +370,7 @@ def _entry_json(entry: JournalEntry) -> dict[str, Any]:
 
 def _detail_json(detail: JobDetail) -> dict[str, Any]:
     job = {**_job_json(detail.job), "expires_at": utc(detail.job.expires_at)}
-    return {"job": job, "journal": [_entry_json(e) for e in detail.journal]}
+    return {"job": job, "journal": [_entry_json(e) for e in detail.journal], **steps_json(detail)}
 
 
 # -------------------------------------------------------------- retry, cancel
@@ -372,9 +380,11 @@ def _cmd_jobs_retry(args: argparse.Namespace) -> int:
     if args.id is None or args.kind is not None or args.note is not None:
         if args.id is not None:
             raise UsageError("give either a job ID or --kind/--note filters, not both")
+        if args.reset_steps:
+            raise UsageError("--reset-steps applies to one job: give its ID")
         return _bulk_change(args, "retry")
     with closing(open_app(args)) as app:
-        job = app.retry(args.id)
+        job = app.retry(args.id, reset_steps=args.reset_steps)
     if args.json:
         write_json(_job_json(job))
     else:

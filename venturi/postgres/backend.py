@@ -2,8 +2,9 @@
 
 Each role's verbs live in a module of their own (``enqueue.py``, ``claims.py``,
 ``leases.py``, ``coordination.py``, ``operations.py``, ``workers.py``,
-``results.py``, ``workflows.py``, ``control.py``; the order of venturi/backend/ and of the
-sections of ``queries.sql``), as mixins over ``store.Store``: a verb is found on
+``results.py``, ``workflows.py``, ``control.py``, ``durable.py``,
+``callbacks.py``; the order of venturi/backend/ and of the sections of
+``queries.sql``), as mixins over ``store.Store``: a verb is found on
 the class by inheritance, with no call layer between the caller and its
 statements (the hot paths, claim, finish and enqueue, run as they did in one
 class). This module builds the adapter
@@ -26,6 +27,7 @@ from venturi.postgres.claims import ClaimVerbs, claim_input
 from venturi.postgres.control import ControlVerbs
 from venturi.postgres.coordination import CoordinationVerbs
 from venturi.postgres.driver_errors import translated_errors
+from venturi.postgres.durable import DurableVerbs
 from venturi.postgres.enqueue import COPY_THRESHOLD, EnqueueVerbs
 from venturi.postgres.leases import LeaseVerbs, finish_input
 from venturi.postgres.migrator import Migrator
@@ -59,6 +61,7 @@ class PostgresBackend(
     ResultVerbs,
     WorkflowVerbs,
     ControlVerbs,
+    DurableVerbs,
     CallbackVerbs,
     KeyVerbs,
 ):

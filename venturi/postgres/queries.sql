@@ -672,6 +672,8 @@ SELECT count(*) AS promoted FROM promoted
 -- against the whole array (tests/integration/test_fenced_plans_with_stale_statistics.py).
 -- A job whose cancellation was requested never becomes pending again: a paused
 -- or retried outcome of it is recorded dead, note `cancelled (...)` (ADR 0121).
+-- A paused run during which an event was sent to the job (woken_run, V12, ADR
+-- 0137) leaves it visible now: its handler may have missed the event.
 -- The traceback of a failed run goes with its journal entry (V5).
 -- A completed run's result goes on its row (V6, ADR 0124). A row someone waits
 -- for (result_awaited) that ends sends one NOTIFY on its own channel, at commit;
@@ -698,6 +700,7 @@ WITH input AS (
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
         visible_at = CASE WHEN i.outcome IN ('completed', 'dead')
                             OR j.cancel_requested_at IS NOT NULL THEN j.visible_at
+                          WHEN i.outcome = 'paused' AND j.woken_run = j.run_count THEN now()
                           ELSE coalesce(i.eta, now() + i.delay_us * interval '1 microsecond') END,
         failure_count = j.failure_count + i.is_failure::int,
         carry = coalesce(i.carry::jsonb, j.carry),
@@ -759,6 +762,7 @@ WITH RECURSIVE input AS (
                              OR j.cancel_requested_at IS NOT NULL THEN now() END,
         visible_at = CASE WHEN i.outcome IN ('completed', 'dead')
                             OR j.cancel_requested_at IS NOT NULL THEN j.visible_at
+                          WHEN i.outcome = 'paused' AND j.woken_run = j.run_count THEN now()
                           ELSE coalesce(i.eta, now() + i.delay_us * interval '1 microsecond') END,
         failure_count = j.failure_count + i.is_failure::int,
         carry = coalesce(i.carry::jsonb, j.carry),
@@ -1660,6 +1664,87 @@ ON CONFLICT (name, tick) DO NOTHING
 RETURNING tick, job_id
 
 -- =====================================================================================
+-- Durable (durable.py): a job's recorded steps and the events sent to it (ADR 0137).
+-- =====================================================================================
+
+-- name: load_durable :many
+-- What a durable run reads once, before its first step: every recorded step (in
+-- recording order) and event of the job, one probe of each table's primary key
+-- (job_id leads), and a last row that is always there with the database's now.
+SELECT s.kind, s.name, s.run_no, s.recorded_at AS at, s.result::text AS value, s.wake_at,
+       s.position
+FROM {{prefix}}_checkpoints AS s
+WHERE s.job_id = %(id)s
+UNION ALL
+SELECT 'event', e.name, NULL, e.sent_at, e.payload::text, NULL, NULL
+FROM {{prefix}}_events AS e
+WHERE e.job_id = %(id)s
+UNION ALL
+SELECT 'now', '', NULL, now(), NULL, NULL, NULL
+ORDER BY position
+
+-- name: record_step :one
+-- One step, fenced on its claim (ADR 19) in the statement that writes it: the
+-- job's row is locked FOR SHARE, so a recovery of the claim waits until the step
+-- is committed (and then the next claim reads it) or, committed first, leaves this
+-- run's step unwritten. A step already recorded (its key) is left as it is.
+-- wake_at (sleeps, waits with a timeout) from the database clock.
+WITH fence AS (
+    SELECT j.id, j.run_count
+    FROM {{prefix}}_jobs AS j
+    WHERE j.id = %(id)s AND j.status = 'claimed' AND j.claimed_by = %(claimed_by)s
+      AND j.run_count = %(run_count)s
+    FOR SHARE
+)
+INSERT INTO {{prefix}}_checkpoints (job_id, kind, name, run_no, recorded_at, result, wake_at)
+SELECT f.id, %(kind)s, %(name)s, f.run_count, now(), %(result)s::jsonb,
+       now() + %(wake_after)s::interval
+FROM fence AS f
+ON CONFLICT (job_id, kind, name) DO NOTHING
+RETURNING kind, name, run_no, recorded_at, result::text AS result, wake_at
+
+-- name: send_event :one
+-- An event, sent once (SPEC 6.1): the job's row is locked first, so two sends and a
+-- send and a finish serialize on it. A pending job that waits for this event (a
+-- recorded wait of its name) is visible now; a claimed one gets woken_run, which
+-- its paused finish reads (finish_jobs) to make it visible now: an event sent
+-- while its run is between "no event yet" and its finish still wakes it. A wake-up
+-- at commit when the job is visible now. Nothing is written for an unknown or
+-- terminal job, or a name sent before; the row says which.
+WITH job AS (
+    SELECT j.id, j.status
+    FROM {{prefix}}_jobs AS j
+    WHERE j.id = %(id)s
+    FOR NO KEY UPDATE
+), sent AS (
+    INSERT INTO {{prefix}}_events (job_id, name, payload, sent_at)
+    SELECT job.id, %(name)s, %(payload)s::jsonb, now()
+    FROM job
+    WHERE job.status IN ('pending', 'claimed')
+    ON CONFLICT (job_id, name) DO NOTHING
+    RETURNING job_id
+), woken AS (
+    UPDATE {{prefix}}_jobs AS j
+    SET visible_at = CASE WHEN j.status = 'pending' AND EXISTS (
+                              SELECT 1 FROM {{prefix}}_checkpoints AS s
+                              WHERE s.job_id = j.id AND s.kind = 'wait' AND s.name = %(name)s)
+                          THEN least(j.visible_at, now()) ELSE j.visible_at END,
+        woken_run = CASE WHEN j.status = 'claimed' THEN j.run_count ELSE j.woken_run END
+    FROM sent
+    WHERE j.id = sent.job_id
+    RETURNING j.status, j.visible_at <= now() AS is_visible
+)
+SELECT job.status, EXISTS (SELECT 1 FROM sent) AS is_sent,
+       CASE WHEN EXISTS (SELECT 1 FROM woken WHERE woken.status = 'pending' AND is_visible)
+            THEN pg_notify(%(channel)s, '') END AS notified
+FROM (SELECT 1) AS one
+LEFT JOIN job ON true
+
+-- name: reset_steps :exec
+-- retry(reset_steps=True): the job's steps go, in the retry's transaction.
+DELETE FROM {{prefix}}_checkpoints WHERE job_id = %(id)s
+
+-- =====================================================================================
 -- Schema (backend.py): a service's start check (migrations are migrator.py's).
 -- =====================================================================================
 
@@ -1676,7 +1761,9 @@ SELECT j.cancel_requested_at, e.traceback, w.expires_at, j.result_awaited, j.hea
        (SELECT s.result_awaited FROM {{prefix}}_steps AS s LIMIT 1) AS step_awaited,
        j.fair_key,
        (SELECT f.fair_key FROM {{prefix}}_fair_cursors AS f LIMIT 1) AS fair_cursor,
-       j.expires_at,
+       j.expires_at, j.woken_run,
+       (SELECT d.position FROM {{prefix}}_checkpoints AS d LIMIT 1) AS step_position,
+       (SELECT v.sent_at FROM {{prefix}}_events AS v LIMIT 1) AS event_sent_at,
        (SELECT r.next_start_at FROM {{prefix}}_key_rates AS r LIMIT 1) AS key_rate,
        (SELECT s.next_start_at FROM {{prefix}}_shared_limits AS s LIMIT 1) AS shared_rate,
        (SELECT c.callback_kind FROM {{prefix}}_dead_callbacks AS c LIMIT 1) AS dead_callback,

@@ -66,6 +66,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from venturi.backend import Leases
@@ -80,6 +81,7 @@ from venturi.errors import (
 )
 from venturi.results import bounded, encode_result
 from venturi.serialization import encode_json, is_storable_text
+from venturi.step_log import StepSource
 from venturi.types import ClaimedJob, Finished, Outcome, OutcomeKind
 
 if TYPE_CHECKING:
@@ -138,7 +140,11 @@ class Execution:
 
 
 def execute(
-    task: Task[Any, Any], job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None
+    task: Task[Any, Any],
+    job: ClaimedJob,
+    *,
+    cancelled: Callable[[], bool] | None = None,
+    steps: StepSource | None = None,
 ) -> Execution:
     """Run ``job``'s handler in the calling thread and map its ending to an ``Outcome``.
 
@@ -150,11 +156,14 @@ def execute(
     (``asyncio.run``), cut at its ``time_limit`` by real cancellation; inside
     a running event loop that is impossible and ``ConfigurationError`` is
     raised before the handler starts (await ``aexecute`` there, ADR 0126).
+
+    ``steps`` is where the run's durable steps go (``ctx.step``, ADR 0137); without
+    it they are kept in memory for the run.
     """
     if task.is_async and not job.is_expired:
-        return _run_on_own_loop(task, job, cancelled)
+        return _run_on_own_loop(task, job, cancelled, steps)
     started = time.monotonic()
-    begun = _begin(task, job, cancelled, started)
+    begun = _begin(task, job, cancelled, started, steps)
     if isinstance(begun, Execution):
         return begun
     ctx, call = begun
@@ -166,7 +175,11 @@ def execute(
 
 
 async def aexecute(
-    task: Task[Any, Any], job: ClaimedJob, *, cancelled: Callable[[], bool] | None = None
+    task: Task[Any, Any],
+    job: ClaimedJob,
+    *,
+    cancelled: Callable[[], bool] | None = None,
+    steps: StepSource | None = None,
 ) -> Execution:
     """``execute`` for an ``async def`` handler, awaited on the running loop (ADR 0126).
 
@@ -177,7 +190,7 @@ async def aexecute(
     task, is an ordinary failure.
     """
     started = time.monotonic()
-    begun = _begin(task, job, cancelled, started)
+    begun = _begin(task, job, cancelled, started, steps)
     if isinstance(begun, Execution):
         return begun
     ctx, call = begun
@@ -207,7 +220,10 @@ def refuse_inside_event_loop(what: str) -> None:
 
 
 def _run_on_own_loop(
-    task: Task[Any, Any], job: ClaimedJob, cancelled: Callable[[], bool] | None
+    task: Task[Any, Any],
+    job: ClaimedJob,
+    cancelled: Callable[[], bool] | None,
+    steps: StepSource | None,
 ) -> Execution:
     refuse_inside_event_loop(f"running the async handler of {task.kind!r} inline")
     limit = task.options.time_limit
@@ -216,7 +232,7 @@ def _run_on_own_loop(
     async def limited() -> Execution:
         try:
             async with asyncio.timeout(None if limit is None else limit.total_seconds()):
-                return await aexecute(task, job, cancelled=cancelled)
+                return await aexecute(task, job, cancelled=cancelled, steps=steps)
         except TimeoutError:
             return time_limit_exceeded(task, job, started)
 
@@ -224,7 +240,11 @@ def _run_on_own_loop(
 
 
 def _begin(
-    task: Task[Any, Any], job: ClaimedJob, cancelled: Callable[[], bool] | None, started: float
+    task: Task[Any, Any],
+    job: ClaimedJob,
+    cancelled: Callable[[], bool] | None,
+    started: float,
+    steps: StepSource | None,
 ) -> tuple[Context, Callable[[], Any]] | Execution:
     """The run's context and its bound handler, or the ``dead`` run that does not
     start: expired, or whose stored payload or carry no longer fits the code."""
@@ -242,6 +262,7 @@ def _begin(
         failure_count=job.failure_count,
         carry=carry,
         cancelled=cancelled,
+        steps=None if steps is None else partial(steps.log, job.claim),
     )
     try:
         call = task.binding.prepare(ctx, job.payload)
@@ -299,9 +320,7 @@ def cancelled_by_worker(job: ClaimedJob, started: float) -> Execution:
     return _done(job, Outcome(OutcomeKind.DEAD, note=CANCELLED_NOTE), started, None)
 
 
-def record(
-    backend: Leases, executions: Sequence[Execution], *, result_max_bytes: int
-) -> set[str]:
+def record(backend: Leases, executions: Sequence[Execution], *, result_max_bytes: int) -> set[str]:
     """Write the outcomes in one ``finish`` call; returns the ids written.
 
     Each outcome goes bounded (``results.bounded``): a result over

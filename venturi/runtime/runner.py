@@ -24,6 +24,7 @@ from venturi.options import parse_rate_limit
 from venturi.runtime.claim_plan import ClaimPlan, ClaimRequest
 from venturi.runtime.executor import Execution, aexecute, execute, record
 from venturi.runtime.leases import LeaseKeeper
+from venturi.step_log import StepSource
 from venturi.types import ClaimedJob, ClaimFloor, KindLimits, SharedLimit
 
 if TYPE_CHECKING:
@@ -77,8 +78,10 @@ class Runner:
         events: the App's event hub, told of claims and runs (ADR 0127).
         age_after: the App's priority aging (``promote_due``); None: none.
         result_max_bytes: the App's bound on stored results, applied to each
-            outcome before ``finish`` (``executor.record``).
+            outcome before ``finish`` (``executor.record``), and to durable steps.
         shared_limits: the App's shared limits by name (ADR 0138).
+        steps_ahead: how far ahead a durable sleep's or wait's wake time counts as
+            come (``drain(include_scheduled=True)``; ADR 0137).
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class Runner:
         age_after: timedelta | None = None,
         result_max_bytes: int,
         shared_limits: Mapping[str, SharedLimit] | None = None,
+        steps_ahead: timedelta = timedelta(0),
     ) -> None:
         self.backend = backend
         self.events = events
@@ -118,6 +122,7 @@ class Runner:
         self._last_control_read = 0.0
         #: A wake-up asked for a read that ``CONTROL_MIN_GAP`` deferred (``woken``).
         self._is_control_read_asked = False
+        self._steps = StepSource(backend, result_max_bytes, steps_ahead)
 
     def lease_keeper(
         self,
@@ -291,10 +296,10 @@ class Runner:
         """Run the job's handler in this thread (executor.py: it never raises for a handler)."""
         events = self.events
         if events is None or not events.active:
-            return execute(self._tasks[job.kind], job, cancelled=cancelled)
+            return execute(self._tasks[job.kind], job, cancelled=cancelled, steps=self._steps)
         started = time.monotonic()
         with events.running(job, self.worker_id):
-            execution = execute(self._tasks[job.kind], job, cancelled=cancelled)
+            execution = execute(self._tasks[job.kind], job, cancelled=cancelled, steps=self._steps)
             events.ended(job, self.worker_id, execution.outcome, time.monotonic() - started)
         return execution
 
@@ -305,10 +310,14 @@ class Runner:
         observed as ``execute`` is (the run span is the current one inside the task)."""
         events = self.events
         if events is None or not events.active:
-            return await aexecute(self._tasks[job.kind], job, cancelled=cancelled)
+            return await aexecute(
+                self._tasks[job.kind], job, cancelled=cancelled, steps=self._steps
+            )
         started = time.monotonic()
         with events.running(job, self.worker_id):
-            execution = await aexecute(self._tasks[job.kind], job, cancelled=cancelled)
+            execution = await aexecute(
+                self._tasks[job.kind], job, cancelled=cancelled, steps=self._steps
+            )
             events.ended(job, self.worker_id, execution.outcome, time.monotonic() - started)
         return execution
 
