@@ -12,7 +12,7 @@ from venturi.cli import build_parser, main
 from venturi.controls import UNSET, Limits
 from venturi.errors import DuplicateSchedule, InvalidArgument, InvalidSchedule
 from venturi.runtime.claim_plan import ClaimPlan
-from venturi.types import KindLimits, RateLimit
+from venturi.types import KindLimits, RateLimit, SharedLimit
 
 #: Nothing listens here: a test that reached the database would fail loudly.
 UNREACHABLE = "postgresql://127.0.0.1:1/nowhere?connect_timeout=1"
@@ -72,6 +72,23 @@ def test_overrides_of_fair_and_unserved_kinds_are_left_out() -> None:
         {"fair": KindLimits(global_concurrency=1), "elsewhere": KindLimits(global_concurrency=1)}
     )
     assert claims.limits == {"a": KindLimits(global_concurrency=4)}
+
+
+def test_a_key_override_reaches_a_keyed_kind_and_keeps_its_key_rate_and_shared_limits() -> None:
+    """ADR 0138/0139: the per-key cap is replaced, the per-key rate and the shared limits
+    the kind counts against stay as declared; an unkeyed kind gets no per-key cap."""
+    shared = SharedLimit("stripe", ("keyed",), concurrency=5)
+    rate = RateLimit(10, timedelta(seconds=1))
+    declared = KindLimits(rate_limit=rate, key_concurrency=1, rate_per_key=True, shared=(shared,))
+    claims = ClaimPlan(leases={"keyed": LEASE, "plain": LEASE}, limits={"keyed": declared})
+    claims.override(
+        {"keyed": KindLimits(key_concurrency=3), "plain": KindLimits(key_concurrency=3)}
+    )
+    assert claims.limits == {
+        "keyed": KindLimits(rate_limit=rate, key_concurrency=3, rate_per_key=True, shared=(shared,))
+    }
+    claims.override({})
+    assert claims.limits == {"keyed": declared}
 
 
 @pytest.mark.parametrize(
