@@ -45,6 +45,34 @@ def free_port() -> int:
         return port
 
 
+def cluster_directory(prefix: str) -> tuple[Path, str | None]:
+    """A new temporary directory for a cluster, and the system user its commands run as:
+    ``postgres`` (who then owns the directory) under root, else the caller (None)."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    user = "postgres" if os.geteuid() == 0 else None
+    if user is not None:
+        account = pwd.getpwnam(user)
+        os.chown(directory, account.pw_uid, account.pw_gid)
+    return directory, user
+
+
+def run_program(bindir: Path, user: str | None, log: Path, program: str, *args: str) -> None:
+    """Run one of the server's programs (as ``user`` when given); a failure raises with
+    its stderr and the tail of the server's ``log``."""
+    if user is not None:
+        command = ["runuser", "-u", user, "--", str(bindir / program), *args]
+    else:
+        command = [str(bindir / program), *args]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
+    )
+    if result.returncode != 0:
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        raise RuntimeError(
+            f"{program} failed ({result.returncode}): {result.stderr.strip()}\n{tail}"
+        )
+
+
 class PrivateServer:
     """One throwaway cluster: ``start()``, ``restart()``, ``close()``; ``url`` reaches it.
 
@@ -54,16 +82,12 @@ class PrivateServer:
 
     def __init__(self) -> None:
         self._bindir = postgres_bindir()
-        directory = Path(tempfile.mkdtemp(prefix="venturi-pg-"))
+        directory, self._user = cluster_directory("venturi-pg-")
         self._root = directory
         self.data = directory / "data"
         self.log = directory / "server.log"
         self.port = free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._user = "postgres" if os.geteuid() == 0 else None
-        if self._user is not None:
-            account = pwd.getpwnam(self._user)
-            os.chown(directory, account.pw_uid, account.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write(
@@ -90,15 +114,4 @@ class PrivateServer:
         self._run("pg_ctl", "-D", str(self.data), *args)
 
     def _run(self, program: str, *args: str) -> None:
-        if self._user is not None:
-            command = ["runuser", "-u", self._user, "--", str(self._bindir / program), *args]
-        else:
-            command = [str(self._bindir / program), *args]
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
-        )
-        if result.returncode != 0:
-            log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
-            raise RuntimeError(
-                f"{program} failed ({result.returncode}): {result.stderr.strip()}\n{log}"
-            )
+        run_program(self._bindir, self._user, self.log, program, *args)

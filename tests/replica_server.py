@@ -10,16 +10,17 @@ replayed everything the primary has written.
 
 from __future__ import annotations
 
-import os
-import pwd
 import shutil
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import psycopg
-from private_server import COMMAND_TIMEOUT, PrivateServer, free_port, postgres_bindir
+from private_server import (
+    PrivateServer,
+    cluster_directory,
+    free_port,
+    postgres_bindir,
+    run_program,
+)
 
 __all__ = ["Standby"]
 
@@ -32,16 +33,12 @@ class Standby:
         # initdb on PATH may be a link into the server's own bin directory, which
         # holds pg_basebackup too.
         self._bindir = (postgres_bindir() / "initdb").resolve().parent
-        directory = Path(tempfile.mkdtemp(prefix="venturi-standby-"))
+        directory, self._user = cluster_directory("venturi-standby-")
         self._root = directory
         self.data = directory / "data"
         self.log = directory / "server.log"
         self.port = free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._user = "postgres" if os.geteuid() == 0 else None
-        if self._user is not None:
-            account = pwd.getpwnam(self._user)
-            os.chown(directory, account.pw_uid, account.pw_gid)
         self._run(
             "pg_basebackup",
             "-D",
@@ -58,8 +55,7 @@ class Standby:
         )
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write(
-                f"port = {self.port}\nunix_socket_directories = '{directory}'\n"
-                "hot_standby = on\n"
+                f"port = {self.port}\nunix_socket_directories = '{directory}'\nhot_standby = on\n"
             )
 
     def start(self) -> None:
@@ -76,9 +72,7 @@ class Standby:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute("SELECT pg_wal_replay_pause()")
             deadline = time.monotonic() + 10
-            while conn.execute("SELECT pg_get_wal_replay_pause_state()").fetchone() != (
-                "paused",
-            ):
+            while conn.execute("SELECT pg_get_wal_replay_pause_state()").fetchone() != ("paused",):
                 assert time.monotonic() < deadline, "the standby's replay did not pause"
                 time.sleep(0.02)
 
@@ -104,15 +98,4 @@ class Standby:
                 time.sleep(0.02)
 
     def _run(self, program: str, *args: str) -> None:
-        if self._user is not None:
-            command = ["runuser", "-u", self._user, "--", str(self._bindir / program), *args]
-        else:
-            command = [str(self._bindir / program), *args]
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
-        )
-        if result.returncode != 0:
-            log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
-            raise RuntimeError(
-                f"{program} failed ({result.returncode}): {result.stderr.strip()}\n{log}"
-            )
+        run_program(self._bindir, self._user, self.log, program, *args)

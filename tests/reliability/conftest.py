@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from fault_tools import InvariantChecker, WorkerFleet, wait_for_sessions_to_end
+from private_server import PrivateServer
 
 import venturi
 
@@ -42,3 +43,15 @@ def fleet(
     yield started
     started.kill_all()
     wait_for_sessions_to_end(db, started.application_name)
+
+
+@pytest.fixture
+def private_server() -> Iterator[PrivateServer]:
+    """A cluster of the test's own: the shared server is never restarted."""
+    server = PrivateServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+

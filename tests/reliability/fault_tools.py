@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from support import wait_until
+from support import Database, count, wait_until
 
 logger = logging.getLogger(__name__)
 
@@ -274,3 +274,38 @@ class InvariantChecker:
                 broken = conn.execute(query.replace("{{prefix}}", prefix)).fetchmany(5)
                 assert not broken, f"invariant broken on prefix {prefix}: {invariant}: {broken}"
         self.checked.append(prefix)
+
+
+def count_on(url: str, prefix: str, where: str) -> int:
+    """``count`` on a fresh connection: one made before a restart would be broken."""
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        return count(Database(conn, prefix), where)
+
+
+class Sampler:
+    """The claimed rows of a kind, counted every ``every`` seconds from a connection of
+    its own while the ``with`` block runs; ``samples`` holds every count."""
+
+    def __init__(self, database_url: str, prefix: str, kind: str, every: float = 0.02) -> None:
+        self._sql = f"SELECT count(*) FROM {prefix}_jobs WHERE kind = %s AND status = 'claimed'"
+        self._url, self._kind, self._every = database_url, kind, every
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        with psycopg.connect(self._url, autocommit=True) as conn:
+            while not self._stop.is_set():
+                row = conn.execute(self._sql, (self._kind,)).fetchone()
+                assert row is not None
+                self.samples.append(row[0])
+                self._stop.wait(self._every)
+

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import pytest
 from fault_tools import (
     InvariantChecker,
     WorkerFleet,
+    count_on,
     table_checksums,
     unaccounted_runs,
     wait_for_sessions_to_end,
@@ -135,23 +136,6 @@ def test_delay_after_the_server_ended_every_pooled_session_succeeds_on_a_fresh_c
     assert db.one("SELECT payload FROM {{prefix}}_jobs WHERE id = %s", (ref.id,)) == {
         "payload": {"n": 1}
     }
-
-
-@pytest.fixture
-def private_server() -> Iterator[PrivateServer]:
-    """A cluster of this test's own: the shared server is never restarted."""
-    server = PrivateServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
-
-
-def count_on(url: str, prefix: str, where: str) -> int:
-    """``count`` on a fresh connection: one made before a restart would be broken."""
-    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
-        return count(Database(conn, prefix), where)
 
 
 def completed_beyond(url: str, prefix: str, known: int) -> int:

@@ -26,7 +26,7 @@ import durable_app
 import orjson
 import psycopg
 import pytest
-from fault_tools import WorkerFleet, wait_for_sessions_to_end
+from fault_tools import WorkerFleet, count_on, wait_for_sessions_to_end
 from private_server import PrivateServer
 from psycopg.rows import dict_row
 from support import Database, count, wait_until
@@ -167,23 +167,6 @@ def test_workers_sigkilled_at_random_never_repeat_a_recorded_step(
     assert kills >= 3, f"the jobs ended before the chaos began (seed {seed})"
     assert recovered > 0, f"{kills} kills interrupted no run (seed {seed})"
     assert repeats > 0, f"{kills} kills interrupted no step function (seed {seed})"
-
-
-@pytest.fixture
-def private_server() -> Iterator[PrivateServer]:
-    """A cluster of this test's own: the shared server is never restarted."""
-    server = PrivateServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
-
-
-def count_on(url: str, prefix: str, where: str) -> int:
-    """``count`` on a fresh connection: one made before a restart would be broken."""
-    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
-        return count(Database(conn, prefix), where)
 
 
 @pytest.mark.slow

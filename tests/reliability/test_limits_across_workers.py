@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
+from fault_tools import Sampler
 from limits_app import CAP, LEASE, build_app
 from support import wait_until
 
@@ -26,7 +25,6 @@ import venturi
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
-SAMPLE_EVERY = 0.02
 
 
 class Fleet:
@@ -83,33 +81,6 @@ class Fleet:
             if process.poll() is None:
                 process.kill()
             process.wait(10)
-
-
-class Sampler:
-    """Counts the claimed rows of a kind every 20 ms, from its own connection."""
-
-    def __init__(self, database_url: str, prefix: str, kind: str) -> None:
-        self._sql = f"SELECT count(*) FROM {prefix}_jobs WHERE kind = %s AND status = 'claimed'"
-        self._url, self._kind = database_url, kind
-        self.samples: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        with psycopg.connect(self._url, autocommit=True) as conn:
-            while not self._stop.is_set():
-                row = conn.execute(self._sql, (self._kind,)).fetchone()
-                assert row is not None
-                self.samples.append(row[0])
-                self._stop.wait(SAMPLE_EVERY)
 
 
 @pytest.fixture

@@ -12,15 +12,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
+from fault_tools import Sampler
 from support import count, duplicate_ticks, wait_until
 
 import venturi
@@ -75,33 +74,6 @@ class Processes:
             if process.poll() is None:
                 process.kill()
             process.wait(10)
-
-
-class Sampler:
-    """The most claimed rows of a kind seen at once, sampled every 20 ms."""
-
-    def __init__(self, database_url: str, prefix: str, kind: str) -> None:
-        self._sql = f"SELECT count(*) FROM {prefix}_jobs WHERE kind = %s AND status = 'claimed'"
-        self._url, self._kind = database_url, kind
-        self.samples: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        with psycopg.connect(self._url, autocommit=True) as conn:
-            while not self._stop.is_set():
-                row = conn.execute(self._sql, (self._kind,)).fetchone()
-                assert row is not None
-                self.samples.append(row[0])
-                self._stop.wait(0.02)
 
 
 @pytest.fixture
