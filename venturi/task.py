@@ -183,9 +183,8 @@ class Task(Generic[P, R]):
             priority=priority,
             dedup_key=dedup_key,
             expires=expires,
+            link_error=link_error,
         )
-        if link_error is not None:
-            job.headers = {**(job.headers or {}), LINK_ERROR_HEADER: callback_kind(link_error)}
         return self.with_source(self._write([job], connection))[0]
 
     def delay_many(
@@ -348,6 +347,7 @@ class Task(Generic[P, R]):
         priority: Priority | int | None = None,
         dedup_key: str | int | None = None,
         expires: datetime | timedelta | float | None = None,
+        link_error: Any = None,
     ) -> NewJob:
         """Validate and encode one call into a ``NewJob``; no I/O.
 
@@ -399,6 +399,7 @@ class Task(Generic[P, R]):
             expires_in=expires_in,
             expires_at=expires_at,
             debounce=options.debounce if key is not None else None,
+            headers=None if link_error is None else {LINK_ERROR_HEADER: callback_kind(link_error)},
         )
 
     # -- async enqueue (ADR 0122) ----------------------------------------------------
@@ -418,6 +419,7 @@ class Task(Generic[P, R]):
         dedup_key: str | int | None = None,
         connection: object | None = None,
         expires: datetime | timedelta | float | None = None,
+        link_error: Any = None,
     ) -> JobRef[R]:
         """``apply_async``, awaited; ``connection`` is a ``psycopg.AsyncConnection``.
 
@@ -436,6 +438,7 @@ class Task(Generic[P, R]):
             priority=priority,
             dedup_key=dedup_key,
             expires=expires,
+            link_error=link_error,
         )
         return self.with_source(await self._aenqueue([job], connection))[0]
 

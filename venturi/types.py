@@ -111,7 +111,8 @@ class NewJob:
     eta: datetime | None = None
     dedup_key: str | None = None
     merge: MergeResolver | None = None
-    #: Trace context headers (W3C ``traceparent``), set only by an instrumented App (ADR 0127).
+    #: Headers: an instrumented App's trace context (W3C ``traceparent``, ADR 0127) and
+    #: the failure callback of ``link_error=`` (ADR 0138).
     headers: Mapping[str, str] | None = None
     #: The key claims of a ``fair_key`` task rotate by (ADR 0129); None: a plain job.
     fair_key: str | None = None

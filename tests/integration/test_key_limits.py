@@ -331,6 +331,23 @@ def test_link_error_and_chain_on_error_name_a_callback_per_job(app: venturi.App,
     assert ids == sorted([linked.id, first_step])
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_aapply_async_takes_link_error_as_apply_async_does(
+    app: venturi.App, db: Any, anyio_backend: str
+) -> None:
+    handler, _ = _with_callback(app)
+
+    @app.task(kind="dead.async_linked", max_failures=1)
+    def linked(n: int) -> None:
+        raise venturi.Fail("no such customer")
+
+    ref = await linked.aapply_async((1,), link_error=handler.s())
+    await app.aclose()  # the loop's async pool, before drain runs in this thread
+    drain(app, ["dead.async_linked"])
+    assert [c["payload"]["job_id"] for c in _callbacks(db)] == [ref.id]
+
+
 def test_on_dead_must_be_a_task_taking_job_id_kind_and_note(app: venturi.App) -> None:
     @app.task(kind="dead.wrong")
     def wrong(n: int) -> None: ...
