@@ -31,9 +31,10 @@ from typing import (
 from venturi.backend import Enqueue
 from venturi.binding import Binding
 from venturi.context import Context
+from venturi.default_jobs import DefaultJobs
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
 from venturi.events import Events
-from venturi.ids import new_id, new_ids
+from venturi.ids import new_id
 from venturi.key_options import LINK_ERROR_HEADER, callback_kind, claim_key
 from venturi.merge import MergeFunction, keep_existing, resolver
 from venturi.options import (
@@ -127,6 +128,8 @@ class Task(Generic[P, R]):
                 ) from None
         #: The key function of a keyed task (ADR 0138); None: not keyed.
         self._claim_key = options.concurrency_key or options.rate_key
+        #: The jobs of calls without per-call options; None: each call needs ``new_job``.
+        self._defaults = DefaultJobs.of(self.kind, options, keyed=self._claim_key is not None)
 
     def __repr__(self) -> str:
         return f"<Task {self.kind}>"
@@ -141,7 +144,11 @@ class Task(Generic[P, R]):
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef[R]:
         """Enqueue a call with the task's defaults; see ``apply_async`` for the options."""
-        return self.apply_async(args, kwargs)
+        if self._defaults is None:
+            return self.apply_async(args, kwargs)
+        binding = self.binding
+        job = self._defaults.job(binding.encode_payload(binding.bind(args, kwargs)))
+        return self._write([job], None)[0]
 
     def apply_async(
         self,
@@ -185,7 +192,7 @@ class Task(Generic[P, R]):
             expires=expires,
             link_error=link_error,
         )
-        return self.with_source(self._write([job], connection))[0]
+        return self._write([job], connection)[0]
 
     def delay_many(
         self,
@@ -207,22 +214,17 @@ class Task(Generic[P, R]):
         refs: list[JobRef] = []
         for batch in self._batches(items, batch_size):
             refs.extend(self._write(batch, connection))
-        return self.with_source(refs)
+        return refs
 
     def _batches(
         self, items: Iterable[Mapping[str, Any] | Sequence[Any]], batch_size: int
     ) -> Iterator[list[NewJob]]:
         """``items`` as validated batches; the caller writes each before asking for the next,
         so the items of the batches yielded so far are the ones already enqueued."""
-        # Without a dedup, fair key or claim key function every job of the call gets the task's
-        # defaults, so only the payloads are made per item, and the jobs per batch,
-        # their ids in one go (``_plain_jobs``): the jobs ``new_job`` would make.
-        plain = (
-            self.options.dedup is None
-            and self.options.fair_key is None
-            and self._claim_key is None
-        )
-        build = self._payload_from_item if plain else self._new_job_from_item
+        # With the task's defaults (``DefaultJobs``) only the payloads are made per item, and
+        # the jobs per batch, their ids in one go: the jobs ``new_job`` would make.
+        defaults = self._defaults
+        build = self._new_job_from_item if defaults is None else self._payload_from_item
         batch: list[Any] = []
         for index, item in enumerate(items):
             try:
@@ -234,10 +236,10 @@ class Task(Generic[P, R]):
                 )
                 raise
             if len(batch) == batch_size:
-                yield self._plain_jobs(batch) if plain else batch
+                yield batch if defaults is None else defaults.jobs(batch)
                 batch = []
         if batch:
-            yield self._plain_jobs(batch) if plain else batch
+            yield batch if defaults is None else defaults.jobs(batch)
 
     def _new_job_from_item(self, item: Mapping[str, Any] | Sequence[Any]) -> NewJob:
         if isinstance(item, Mapping):
@@ -255,87 +257,56 @@ class Task(Generic[P, R]):
             return binding.encode_payload(binding.bind(item, None))
         raise _not_an_item(self.kind, item)
 
-    def _plain_jobs(self, payloads: list[str]) -> list[NewJob]:
-        """The jobs ``new_job`` makes of ``payloads`` with no per-call option, for a task
-        without a dedup or fair key function: its tier, no delay, its expiry."""
-        options, kind = self.options, self.kind
-        delay, eta = validate_delay(None, None)
-        expires_in, expires_at = validate_expires(
-            None, default=options.expires, delay=delay, eta=eta
-        )
-        tier = options.priority
-        return [
-            NewJob(
-                id=job_id,
-                kind=kind,
-                payload=payload,
-                priority=tier,
-                delay=delay,
-                expires_in=expires_in,
-                expires_at=expires_at,
-            )
-            for job_id, payload in zip(new_ids(len(payloads)), payloads, strict=True)
-        ]
-
-    def _backend(self) -> Enqueue:
-        app = self._app if self._app is not None else current_app(self.kind)
-        return app.backend
-
-    def _eager(self) -> EagerHook | None:
-        """The eager session of this task's App, when one is active here (ADR 0120)."""
-        eager = eager_session.get()
-        if eager is None:
-            return None
-        app = self._app if self._app is not None else current_app(self.kind)
-        return eager if eager.app is app else None
+    def _current_app(self) -> AppLike:
+        """The App this task enqueues through now: its own, else the current App."""
+        return self._app if self._app is not None else current_app(self.kind)
 
     def enqueuer(self) -> Enqueuer:
         """Where this task's enqueues go now: an eager session of its App when one is
         active here (ADR 0120), else the App's backend. Part of the ``TaskLike`` seam
         (``venturi.workflows``): a group or workflow enqueues through it."""
-        eager = self._eager()
-        return eager if eager is not None else self._backend()
-
-    async def _aenqueue(self, jobs: Sequence[NewJob], connection: object | None) -> list[JobRef]:
-        """``aenqueue`` on the App's backend; an eager session runs the jobs inline instead."""
-        eager = self._eager()
-        if eager is not None:
-            return eager.enqueue(jobs, connection=connection)
-        events = self._events()
-        if events is None or not events.active:
-            return await self._backend().aenqueue(jobs, connection=connection)
-        tracer = events.tracer
-        if tracer is None:
-            refs = await self._backend().aenqueue(jobs, connection=connection)
-            events.enqueued(jobs, refs)
-            return refs
-        with tracer.enqueue(jobs) as traced:
-            refs = await self._backend().aenqueue(traced, connection=connection)
-            events.enqueued(jobs, refs)
-        return refs
+        app = self._current_app()
+        eager = _eager_of(app)
+        return eager if eager is not None else app.backend
 
     def _write(self, jobs: Sequence[NewJob], connection: object | None) -> list[JobRef]:
-        """Every sync enqueue: to the enqueuer, told to the App's events when observed."""
-        events = self._events()
-        if events is None or not events.active:
-            return self.enqueuer().enqueue(jobs, connection=connection)
-        enqueuer = self.enqueuer()
-        return events.enqueue(jobs, lambda batch: enqueuer.enqueue(batch, connection=connection))
-
-    def _events(self) -> Events | None:
-        """The App's event hub (ADR 0127); an ``AppLike`` without one (a test double) has none."""
-        app = self._app if self._app is not None else current_app(self.kind)
+        """Every sync enqueue: to the enqueuer, told to the App's events when observed;
+        the refs with their source (``with_source``). The App is looked up once."""
+        app = self._current_app()
+        eager = _eager_of(app)
+        enqueuer: Enqueuer = eager if eager is not None else app.backend
         events: Events | None = getattr(app, "events", None)
-        return events
+        if events is None or not events.active:
+            refs = enqueuer.enqueue(jobs, connection=connection)
+        else:
+            refs = events.enqueue(jobs, lambda part: enqueuer.enqueue(part, connection=connection))
+        return _with_source(refs, app)
+
+    async def _aenqueue(self, jobs: Sequence[NewJob], connection: object | None) -> list[JobRef]:
+        """``_write``, awaited: ``aenqueue`` on the App's backend; an eager session runs
+        the jobs inline instead."""
+        app = self._current_app()
+        eager = _eager_of(app)
+        if eager is not None:
+            return _with_source(eager.enqueue(jobs, connection=connection), app)
+        backend: Enqueue = app.backend
+        events: Events | None = getattr(app, "events", None)
+        if events is None or not events.active:
+            refs = await backend.aenqueue(jobs, connection=connection)
+        elif events.tracer is None:
+            refs = await backend.aenqueue(jobs, connection=connection)
+            events.enqueued(jobs, refs)
+        else:
+            with events.tracer.enqueue(jobs) as traced:
+                refs = await backend.aenqueue(traced, connection=connection)
+                events.enqueued(jobs, refs)
+        return _with_source(refs, app)
 
     def with_source(self, refs: list[JobRef]) -> list[JobRef]:
         """The refs, able to wait for their results through this task's App (ADR 0124),
         unless their enqueuer gave them a source already (an eager session). Part of
         the ``TaskLike`` seam (``venturi.workflows``)."""
-        app = self._app if self._app is not None else current_app(self.kind)
-        if not _is_result_source(app):
-            return refs
-        return [ref if ref.source is not None else JobRef(ref.id, ref.merged, app) for ref in refs]
+        return _with_source(refs, self._current_app())
 
     def new_job(
         self,
@@ -440,7 +411,7 @@ class Task(Generic[P, R]):
             expires=expires,
             link_error=link_error,
         )
-        return self.with_source(await self._aenqueue([job], connection))[0]
+        return (await self._aenqueue([job], connection))[0]
 
     async def adelay_many(
         self,
@@ -454,7 +425,7 @@ class Task(Generic[P, R]):
         refs: list[JobRef[R]] = []
         for batch in self._batches(items, batch_size):
             refs.extend(await self._aenqueue(batch, connection))
-        return self.with_source(refs)
+        return refs
 
     # -- signatures (SPEC 5.4) --------------------------------------------------------
 
@@ -502,6 +473,18 @@ def _is_result_source(app: object) -> TypeGuard[ResultSource]:
     if known is None:
         known = _RESULT_SOURCE_CLASSES[type(app)] = isinstance(app, ResultSource)
     return known
+
+
+def _with_source(refs: list[JobRef], app: AppLike) -> list[JobRef]:
+    if not _is_result_source(app):
+        return refs
+    return [ref if ref.source is not None else JobRef(ref.id, ref.merged, app) for ref in refs]
+
+
+def _eager_of(app: AppLike) -> EagerHook | None:
+    """The eager session active here (ADR 0120), when it is ``app``'s."""
+    eager = eager_session.get()
+    return eager if eager is not None and eager.app is app else None
 
 
 def _check_batch_size(batch_size: int) -> None:

@@ -43,9 +43,10 @@ class EnqueueVerbs(Store):
     def enqueue(self, jobs: Sequence[NewJob], *, connection: object | None = None) -> list[JobRef]:
         if not jobs:
             return []
-        if connection is None and len(jobs) == 1 and jobs[0].dedup_key is None:
+        if connection is None and len(jobs) == 1 and _is_immediate(jobs[0]):
             # .delay(): one autocommit statement, insert and wake-up together.
-            self._run(lambda conn: self._insert(conn, jobs))
+            params = self._immediate_params(jobs[0])
+            self._run_cursor(lambda cursor: self._queries.enqueue_job_now.exec_on(cursor, params))
             return [JobRef(jobs[0].id)]
         plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
         refs: dict[str, JobRef] = {}
@@ -180,9 +181,11 @@ class EnqueueVerbs(Store):
         transaction; the same statements, lock order and merge decisions."""
         if not jobs:
             return []
-        if connection is None and len(jobs) == 1 and jobs[0].dedup_key is None:
+        if connection is None and len(jobs) == 1 and _is_immediate(jobs[0]):
+            params = self._immediate_params(jobs[0])
+            statement = self._queries.enqueue_job_now
             try:
-                await self._async_pool.run(lambda conn: self._ainsert(conn, jobs))
+                await self._async_pool.run_cursor(lambda cursor: statement.aexec_on(cursor, params))
             except psycopg.Error as exc:
                 reraise_translated(exc, self._prefix)
             return [JobRef(jobs[0].id)]

@@ -23,7 +23,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -76,6 +76,24 @@ class _HotSession(Generic[C]):
         self.hot: C | None = None
         self._taken_at: dict[C, float] = {}
         self.waiting = 0
+        #: The statement cursor of the last session ``cursor_of`` served (``Pool.run_cursor``).
+        self._cursor: tuple[C, Any] | None = None
+
+    def cursor_of(self, conn: C) -> Any:
+        """A cursor of ``conn``, the caller's for as long as it holds ``conn``: the one
+        made last time when ``conn`` is the session it was made on, else a new one
+        (remembered instead). Safe without the lock: each session has one holder."""
+        cached = self._cursor
+        if cached is not None and cached[0] is conn:
+            return cached[1]
+        cursor = conn.cursor()
+        self._cursor = (conn, cursor)
+        return cursor
+
+    def _drop_cursor(self, conn: C) -> None:
+        cached = self._cursor
+        if cached is not None and cached[0] is conn:
+            self._cursor = None
 
     def take(self) -> C | None:
         """The hot session, or None, and then the caller is counted as waiting for the pool."""
@@ -101,18 +119,19 @@ class _HotSession(Generic[C]):
         ):
             self.hot = conn
             return True
-        self._taken_at.pop(conn, None)
+        self.forget(conn)
         return False
 
     def forget(self, conn: C) -> None:
-        """``conn`` is discarded (its session ended) and goes back to the pool closed."""
+        """``conn`` goes back to the pool (closed, when its session ended)."""
         self._taken_at.pop(conn, None)
+        self._drop_cursor(conn)
 
     def clear(self) -> C | None:
         """The hot session, forgotten: the caller returns it before closing the pool."""
         hot, self.hot = self.hot, None
         if hot is not None:
-            self._taken_at.pop(hot, None)
+            self.forget(hot)
         return hot
 
 
@@ -190,6 +209,16 @@ class Pool:
         conn = self._take()
         try:
             return action(conn)
+        finally:
+            self._give_back(conn)
+
+    def run_cursor(self, action: Callable[[psycopg.Cursor[Any]], T]) -> T:
+        """``run`` for a statement that returns no rows, given a cursor instead of the
+        session: the hot session's cursor is made once and reused, as a new cursor
+        costs a sixth of ``.delay()``'s Python (bench/JOURNAL.md, section 21)."""
+        conn = self._take()
+        try:
+            return action(self._hot.cursor_of(conn))
         finally:
             self._give_back(conn)
 
@@ -336,6 +365,14 @@ class AsyncPool:
         pool, conn = await self._take()
         try:
             return await action(conn)
+        finally:
+            await pool.give_back(conn)
+
+    async def run_cursor(self, action: Callable[[psycopg.AsyncCursor[Any]], Awaitable[T]]) -> T:
+        """``Pool.run_cursor``, awaited."""
+        pool, conn = await self._take()
+        try:
+            return await action(pool.cursor_of(conn))
         finally:
             await pool.give_back(conn)
 
@@ -511,6 +548,11 @@ class _LoopPool:
             conn = await self.pool.getconn(max(FIRST_WAIT, self._connect_timeout - waited))
         self._has_served = True
         return conn
+
+    def cursor_of(self, conn: AsyncConnection) -> psycopg.AsyncCursor[Any]:
+        """As ``_HotSession.cursor_of``."""
+        cursor: psycopg.AsyncCursor[Any] = self._hot.cursor_of(conn)
+        return cursor
 
     async def give_back(self, conn: AsyncConnection) -> None:
         """Keep ``conn`` hot for the next checkout, or return it to the pool."""

@@ -16,6 +16,7 @@ Each ``Query`` runs on a ``psycopg.Connection`` (``one``, ``many``, ``exec``,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from importlib.resources import files
@@ -127,6 +128,12 @@ class Query:
             cur.execute(self.sql, params, prepare=self._prepare)
             return cur.rowcount
 
+    def exec_on(self, cursor: psycopg.Cursor[Any], params: Mapping[str, Any]) -> int:
+        """``exec`` on a cursor the caller reuses (``Pool.run_cursor``)."""
+        self._expect("exec")
+        cursor.execute(self.sql, params, prepare=self._prepare)
+        return cursor.rowcount
+
     def copy(self, cursor: psycopg.Cursor[Any]) -> AbstractContextManager[psycopg.Copy]:
         """A ``COPY ... FROM STDIN`` on ``cursor``, to ``write_row`` into."""
         self._expect("copy")
@@ -158,6 +165,12 @@ class Query:
         async with conn.cursor() as cur:
             await cur.execute(self.sql, params, prepare=self._prepare)
             return cur.rowcount
+
+    async def aexec_on(self, cursor: psycopg.AsyncCursor[Any], params: Mapping[str, Any]) -> int:
+        """``exec_on``, on an async cursor."""
+        self._expect("exec")
+        await cursor.execute(self.sql, params, prepare=self._prepare)
+        return cursor.rowcount
 
     def acopy(
         self, cursor: psycopg.AsyncCursor[Any]
@@ -204,12 +217,16 @@ class Queries:
     def __init__(self, prefix: Prefix) -> None:
         text = files("venturi.postgres").joinpath("queries.sql").read_text(encoding="utf-8")
         self._queries = parse_queries(prefix.substitute(text))
+        clashes = sorted(set(self._queries) & set(dir(type(self))))
+        if clashes:
+            raise QueryFileError(f"statement names clash with Queries' own: {clashes}")
+        # Each statement an attribute of its own: ``__getattr__`` runs only after the
+        # ordinary lookup has failed, which costs an exception on every statement run.
+        vars(self).update(self._queries)
 
     def __getattr__(self, name: str) -> Query:
-        try:
-            return self._queries[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        """The statements are instance attributes; this is reached for an unknown name."""
+        raise AttributeError(f"queries.sql has no statement named {name!r}")
 
     def names(self) -> set[str]:
         return set(self._queries)

@@ -73,6 +73,14 @@ class Store:
         except psycopg.Error as exc:
             reraise_translated(exc, self._prefix)
 
+    def _run_cursor(self, action: Callable[[psycopg.Cursor[Any]], T]) -> T:
+        """``_run`` for a statement that returns no rows, on the hot session's reused
+        cursor (``Pool.run_cursor``)."""
+        try:
+            return self._pool.run_cursor(action)
+        except psycopg.Error as exc:
+            reraise_translated(exc, self._prefix)
+
     def _run_bounded(self, action: Callable[[Connection], T], pool: Pool | None = None) -> T:
         """``_run`` for the worker's statements: at most ``reply_timeout`` for the reply."""
         with self._connection(pool) as conn, self._watchdog.bounded(conn):
