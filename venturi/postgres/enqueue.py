@@ -19,7 +19,6 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.types.json import set_json_dumps
 
 from venturi.errors import InvalidArgument
 from venturi.postgres.driver_errors import reraise_translated, translated_errors
@@ -144,12 +143,10 @@ class EnqueueVerbs(Store):
             row = self._queries.database_now.one(conn)
             assert row is not None
             statement, types = self._copy_statement(jobs)
-            with conn.cursor() as cursor:
-                set_json_dumps(_encoded_json, cursor)
-                with statement.copy(cursor) as copy:
-                    copy.set_types(types)
-                    for values in _copy_rows(jobs, row["now"]):
-                        copy.write_row(values)
+            with conn.cursor() as cursor, statement.copy(cursor) as copy:
+                copy.set_types(types)
+                for values in _copy_rows(jobs, row["now"]):
+                    copy.write_row(values)
             self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
 
     def _copy_statement(self, jobs: Sequence[NewJob]) -> tuple[Query, list[str]]:
@@ -247,12 +244,10 @@ class EnqueueVerbs(Store):
             row = await self._queries.database_now.aone(conn)
             assert row is not None
             statement, types = self._copy_statement(jobs)
-            async with conn.cursor() as cursor:
-                set_json_dumps(_encoded_json, cursor)
-                async with statement.acopy(cursor) as copy:
-                    copy.set_types(types)
-                    for values in _copy_rows(jobs, row["now"]):
-                        await copy.write_row(values)
+            async with conn.cursor() as cursor, statement.acopy(cursor) as copy:
+                copy.set_types(types)
+                for values in _copy_rows(jobs, row["now"]):
+                    await copy.write_row(values)
             await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
 
     async def _aenqueue_deduplicated(self, conn: AsyncConnection, job: NewJob) -> JobRef:
@@ -316,7 +311,8 @@ _MICROSECOND = timedelta(microseconds=1)
 def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
     """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs);
     with a headers column when any job has headers (``copy_jobs_with_headers``); the fair
-    key, then the expiry, last (ADR 0129, 0135)."""
+    key, then the expiry, last (ADR 0129, 0135). The JSON columns go as jsonb's binary
+    form (``_binary_jsonb``)."""
     traced = _has_headers(jobs)
     created_at = start - _MICROSECOND
     for job in jobs:
@@ -331,7 +327,7 @@ def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, .
         row = (
             job.id,
             job.kind,
-            job.payload,
+            _JSONB_VERSION + job.payload.encode(),
             int(job.priority),
             "pending",
             created_at,
@@ -339,7 +335,11 @@ def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, .
             job.dedup_key,
         )
         tail = (job.fair_key, expires_at)
-        yield (*row, _headers_json(job), *tail) if traced else (*row, *tail)
+        if traced:
+            headers = _headers_json(job)
+            yield (*row, None if headers is None else _JSONB_VERSION + headers.encode(), *tail)
+        else:
+            yield (*row, *tail)
 
 
 def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -386,12 +386,6 @@ def _is_outside_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnect
     return idle and not conn.autocommit
 
 
-def _encoded_json(text: str) -> str:
-    """The JSON "encoder" of a COPY's jsonb columns: payloads and headers are JSON text
-    already (``Binding.encode_payload``, ``_headers_json``)."""
-    return text
-
-
 def _has_headers(jobs: Sequence[NewJob]) -> bool:
     """Whether an instrumented enqueue gave any of ``jobs`` trace headers (ADR 0127)."""
     return any(job.headers is not None for job in jobs)
@@ -401,11 +395,17 @@ def _headers_json(job: NewJob) -> str | None:
     return None if job.headers is None else json.dumps(dict(job.headers))
 
 
+#: jsonb's binary form is this version byte and the JSON text (PostgreSQL's jsonb_recv).
+#: The COPY sends the payload and headers so, declared ``bytea`` (whose binary form is
+#: the bytes as they are): psycopg then copies them in C instead of calling its jsonb
+#: dumper, written in Python, once a row (bench/JOURNAL.md, section 21).
+_JSONB_VERSION = b"\x01"
+
 #: The column types of ``copy_jobs``, in its column order (``_copy_rows``).
 _COPY_TYPES = [
     "text",
     "text",
-    "jsonb",
+    "bytea",
     "int2",
     "text",
     "timestamptz",
@@ -415,4 +415,4 @@ _COPY_TYPES = [
     "timestamptz",
 ]
 #: ``copy_jobs_with_headers``: the headers before the fair key and the expiry.
-_COPY_TYPES_WITH_HEADERS = [*_COPY_TYPES[:-2], "jsonb", *_COPY_TYPES[-2:]]
+_COPY_TYPES_WITH_HEADERS = [*_COPY_TYPES[:-2], "bytea", *_COPY_TYPES[-2:]]
