@@ -127,13 +127,20 @@ class Binding(Generic[R]):
         elif type(kwargs) is not dict and not isinstance(kwargs, Mapping):
             raise ArgumentsMismatch(f"{self._kind}: kwargs must be a mapping, got {kwargs!r}")
         if self._is_simple:
-            # The hot path: named parameters only, so binding is zip + checks; any
+            # The hot path: named parameters only, so binding is zip + checks (keywords
+            # alone, as delay_many's mapping items, are the arguments as they are); any
             # doubt goes to inspect's bind, which also words the error.
-            arguments = dict(zip(self._positional_names, args, strict=False))
-            if len(args) <= len(self._positional_names) and not (kwargs.keys() & arguments.keys()):
-                arguments.update(kwargs)
-                if self.required <= arguments.keys() <= self._names:
-                    return arguments
+            if not args:
+                if self.required <= kwargs.keys() <= self._names:
+                    return dict(kwargs)
+            else:
+                arguments = dict(zip(self._positional_names, args, strict=False))
+                if len(args) <= len(self._positional_names) and not (
+                    kwargs.keys() & arguments.keys()
+                ):
+                    arguments.update(kwargs)
+                    if self.required <= arguments.keys() <= self._names:
+                        return arguments
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as exc:

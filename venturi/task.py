@@ -251,7 +251,7 @@ class Task(Generic[P, R]):
     def _payload_from_item(self, item: Mapping[str, Any] | Sequence[Any]) -> str:
         """``new_job``'s payload of one ``delay_many`` item: bound, encoded and checked."""
         binding = self.binding
-        if isinstance(item, Mapping):
+        if type(item) is dict or isinstance(item, Mapping):
             return binding.encode_payload(binding.bind((), item))
         if isinstance(item, Sequence) and not isinstance(item, str | bytes | bytearray):
             return binding.encode_payload(binding.bind(item, None))

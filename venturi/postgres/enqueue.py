@@ -48,19 +48,19 @@ class EnqueueVerbs(Store):
             self._run_cursor(lambda cursor: self._queries.enqueue_job_now.exec_on(cursor, params))
             return [JobRef(jobs[0].id)]
         plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
-        refs: dict[str, JobRef] = {}
         if not deduplicated and connection is None:
             # The common case: one autocommit statement, insert and wake-up together.
             self._run(lambda conn: self._insert(conn, plain))
-        else:
-            with self._transaction(connection) as conn:
-                if plain:
-                    self._insert(conn, plain)
-                for job in deduplicated:
-                    refs[job.id] = self._enqueue_deduplicated(conn, job)
-                if not plain:
-                    self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
-        return [refs.get(job.id, JobRef(job.id)) for job in jobs]
+            return [JobRef(job.id) for job in jobs]
+        refs: dict[str, JobRef] = {}
+        with self._transaction(connection) as conn:
+            if plain:
+                self._insert(conn, plain)
+            for job in deduplicated:
+                refs[job.id] = self._enqueue_deduplicated(conn, job)
+            if not plain:
+                self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+        return [refs.get(job.id) or JobRef(job.id) for job in jobs]
 
     @contextmanager
     def _transaction(self, connection: object | None = None) -> Iterator[Connection]:
@@ -187,21 +187,21 @@ class EnqueueVerbs(Store):
                 reraise_translated(exc, self._prefix)
             return [JobRef(jobs[0].id)]
         plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
-        refs: dict[str, JobRef] = {}
         if not deduplicated and connection is None:
             try:
                 await self._async_pool.run(lambda conn: self._ainsert(conn, plain))
             except psycopg.Error as exc:
                 reraise_translated(exc, self._prefix)
-        else:
-            async with self._atransaction(connection) as conn:
-                if plain:
-                    await self._ainsert(conn, plain)
-                for job in deduplicated:
-                    refs[job.id] = await self._aenqueue_deduplicated(conn, job)
-                if not plain:
-                    await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
-        return [refs.get(job.id, JobRef(job.id)) for job in jobs]
+            return [JobRef(job.id) for job in jobs]
+        refs: dict[str, JobRef] = {}
+        async with self._atransaction(connection) as conn:
+            if plain:
+                await self._ainsert(conn, plain)
+            for job in deduplicated:
+                refs[job.id] = await self._aenqueue_deduplicated(conn, job)
+            if not plain:
+                await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
+        return [refs.get(job.id) or JobRef(job.id) for job in jobs]
 
     @asynccontextmanager
     async def _aconnection(self) -> AsyncIterator[AsyncConnection]:
