@@ -478,6 +478,9 @@ def _is_result_source(app: object) -> TypeGuard[ResultSource]:
 def _with_source(refs: list[JobRef], app: AppLike) -> list[JobRef]:
     if not _is_result_source(app):
         return refs
+    if len(refs) == 1:  # .delay(): no comprehension's frame
+        ref = refs[0]
+        return [ref if ref.source is not None else JobRef(ref.id, ref.merged, app)]
     return [ref if ref.source is not None else JobRef(ref.id, ref.merged, app) for ref in refs]
 
 

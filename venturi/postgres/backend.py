@@ -109,6 +109,7 @@ class PostgresBackend(
         reply_timeout: float = DEFAULT_REPLY_TIMEOUT,
     ) -> None:
         self._prefix = Prefix.parse(prefix)
+        self._channel = self._prefix.channel
         if reply_timeout <= 0:
             raise ConfigurationError(f"reply_timeout must be positive, got {reply_timeout}")
         self._url = with_keepalives(url)

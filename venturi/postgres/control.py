@@ -183,7 +183,7 @@ class ControlVerbs(Store):
         """Run ``change`` in a transaction that also wakes the prefix's workers."""
         with self._connection() as conn, conn.transaction():
             result = change(conn)
-            self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+            self._queries.notify_wakeup.exec(conn, channel=self._channel)
         return result
 
     def _audit(  # noqa: PLR0917 (the audit row's columns, in order)

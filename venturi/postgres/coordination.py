@@ -45,7 +45,7 @@ class CoordinationVerbs(Store):
         url = self._session_url
         if url is None:
             return PollingListener()
-        return PostgresListener(url, self._prefix.channel, self._connect_timeout)
+        return PostgresListener(url, self._channel, self._connect_timeout)
 
     def try_lead(self, role: str) -> PostgresLeadership | None:
         lock_name = self._prefix.lock_name(f"lead:{role}")

@@ -67,7 +67,7 @@ class DurableVerbs(Store):
     def send_event(
         self, job_id: str, name: str, payload: str, *, connection: object | None = None
     ) -> None:
-        params = {"id": job_id, "name": name, "payload": payload, "channel": self._prefix.channel}
+        params = {"id": job_id, "name": name, "payload": payload, "channel": self._channel}
         if connection is None:
             row = self._run(lambda conn: self._queries.send_event.one(conn, **params))
         else:
@@ -78,7 +78,7 @@ class DurableVerbs(Store):
     async def asend_event(
         self, job_id: str, name: str, payload: str, *, connection: object | None = None
     ) -> None:
-        params = {"id": job_id, "name": name, "payload": payload, "channel": self._prefix.channel}
+        params = {"id": job_id, "name": name, "payload": payload, "channel": self._channel}
         async with self._asend_transaction(connection) as conn:
             row = await self._queries.send_event.aone(conn, **params)
         _check_sent(job_id, name, row)
@@ -95,7 +95,7 @@ class DurableVerbs(Store):
                 raise InvalidState(job_id, current["status"], "retry", "dead")
             if row["workflow_id"] is not None:
                 self._queries.resume_dependants.many(conn, ids=[job_id])
-            self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+            self._queries.notify_wakeup.exec(conn, channel=self._channel)
             return job_row(row)
 
     @contextmanager

@@ -59,7 +59,7 @@ class EnqueueVerbs(Store):
             for job in deduplicated:
                 refs[job.id] = self._enqueue_deduplicated(conn, job)
             if not plain:
-                self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+                self._queries.notify_wakeup.exec(conn, channel=self._channel)
         return [refs.get(job.id) or JobRef(job.id) for job in jobs]
 
     @contextmanager
@@ -98,7 +98,7 @@ class EnqueueVerbs(Store):
             "kind": job.kind,
             "payload": job.payload,
             "priority": int(job.priority),
-            "channel": self._prefix.channel,
+            "channel": self._channel,
         }
 
     def _one_job_params(self, job: NewJob) -> dict[str, Any]:
@@ -113,7 +113,7 @@ class EnqueueVerbs(Store):
             "fair_key": job.fair_key,
             "expires_in": job.expires_in,
             "expires_at": job.expires_at,
-            "channel": self._prefix.channel,
+            "channel": self._channel,
         }
 
     def _traced_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
@@ -134,7 +134,7 @@ class EnqueueVerbs(Store):
             "fair_keys": [j.fair_key for j in jobs],
             "expires_ins": [j.expires_in for j in jobs],
             "expires_ats": [j.expires_at for j in jobs],
-            "channel": self._prefix.channel,
+            "channel": self._channel,
         }
 
     def _copy(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
@@ -147,7 +147,7 @@ class EnqueueVerbs(Store):
                 copy.set_types(types)
                 for values in _copy_rows(jobs, row["now"]):
                     copy.write_row(values)
-            self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+            self._queries.notify_wakeup.exec(conn, channel=self._channel)
 
     def _copy_statement(self, jobs: Sequence[NewJob]) -> tuple[Query, list[str]]:
         """``copy_jobs``, or its form with the headers column when any job has some,
@@ -200,7 +200,7 @@ class EnqueueVerbs(Store):
             for job in deduplicated:
                 refs[job.id] = await self._aenqueue_deduplicated(conn, job)
             if not plain:
-                await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
+                await self._queries.notify_wakeup.aexec(conn, channel=self._channel)
         return [refs.get(job.id) or JobRef(job.id) for job in jobs]
 
     @asynccontextmanager
@@ -248,7 +248,7 @@ class EnqueueVerbs(Store):
                 copy.set_types(types)
                 for values in _copy_rows(jobs, row["now"]):
                     await copy.write_row(values)
-            await self._queries.notify_wakeup.aexec(conn, channel=self._prefix.channel)
+            await self._queries.notify_wakeup.aexec(conn, channel=self._channel)
 
     async def _aenqueue_deduplicated(self, conn: AsyncConnection, job: NewJob) -> JobRef:
         await self._queries.lock_dedup_key.aexec(conn, lock_name=self._dedup_lock_name(job))

@@ -44,7 +44,7 @@ class LeaseVerbs(Store):
     def _finish(self, statement: Query, results: Sequence[Finished]) -> set[str]:
         params = {**finish_input(results), "result_channel": RESULT_CHANNEL}
         if statement is self._queries.finish_jobs_in_workflows:
-            params["channel"] = self._prefix.channel
+            params["channel"] = self._channel
         rows = self._run_bounded(lambda conn: statement.many(conn, **params))
         return {row["job_id"] for row in rows}
 
@@ -73,7 +73,7 @@ class LeaseVerbs(Store):
             # Released rows are pending again: idle workers elsewhere claim them now,
             # not at their next poll (a stopping worker may hold a prefetch's worth).
             self._run_bounded(
-                lambda conn: self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+                lambda conn: self._queries.notify_wakeup.exec(conn, channel=self._channel)
             )
         return len(rows)
 

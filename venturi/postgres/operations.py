@@ -145,7 +145,7 @@ class OperatorVerbs(Store):
                 if row["workflow_id"] is not None:
                     self._queries.resume_dependants.many(conn, ids=[job_id])
                 # At commit: the retried job is pending now, so a worker may take it now.
-                self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+                self._queries.notify_wakeup.exec(conn, channel=self._channel)
             return row
 
         return self._change_state(job_id, "retry", "dead", retry)
@@ -186,7 +186,7 @@ class OperatorVerbs(Store):
                     return 0
                 if row["steps"]:
                     self._queries.resume_dependants.many(conn, ids=list(row["steps"]))
-                self._queries.notify_wakeup.exec(conn, channel=self._prefix.channel)
+                self._queries.notify_wakeup.exec(conn, channel=self._channel)
                 return int(row["changed"])
 
         return self._run(retry)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any, Literal, cast
 
@@ -100,11 +100,11 @@ class Query:
     cardinality: Cardinality
     sql: str
     replan: bool = False
+    #: psycopg's ``prepare=``: False never prepares (``replan``), None leaves it to psycopg.
+    _prepare: bool | None = field(init=False, repr=False, compare=False)
 
-    @property
-    def _prepare(self) -> bool | None:
-        """psycopg's ``prepare=``: False never prepares, None leaves it to psycopg."""
-        return False if self.replan else None
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prepare", False if self.replan else None)
 
     def one(self, conn: psycopg.Connection[Any], **params: Any) -> dict[str, Any] | None:
         """At most one row (``None`` when there is none)."""

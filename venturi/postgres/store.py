@@ -39,6 +39,8 @@ class Store:
     #: ``url`` is a transaction-mode pooler (``PostgresBackend``'s option).
     is_transaction_pooled: bool
     _prefix: Prefix
+    #: The prefix's wake-up channel (``Prefix.channel``), made once.
+    _channel: str
     _url: str
     _direct_url: str | None
     _connect_timeout: float

@@ -34,7 +34,7 @@ class WorkflowVerbs(Store):
                 edge_parents=[e.parent_id for e in workflow.edges],
                 edge_children=[e.child_id for e in workflow.edges],
                 edge_positions=[e.position for e in workflow.edges],
-                channel=self._prefix.channel,
+                channel=self._channel,
                 on_error=workflow.on_error,
             )
         )
