@@ -423,7 +423,8 @@ def _pickup_parts(
 ) -> dict[str, float] | str:
     """Median of each of ``PICKUP_PARTS`` over the probes, from the claims and wake-ups
     the worker timed: each probe's claim is the last one with jobs that ended before its
-    handler began, its wake-up the last one before that claim began."""
+    handler began, its wake-up the last one before that claim began. A probe claimed
+    without a wake-up since its enqueue (the loop was still busy) is left out."""
     try:
         claims = sorted(json.loads(timings.read_text()))
         woken = sorted(json.loads(wakes.read_text()))
