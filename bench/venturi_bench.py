@@ -366,20 +366,28 @@ def _stop_profiler(spy: subprocess.Popen[bytes]) -> None:
         spy.kill()
 
 
-def pickup_latency(url: str, probes: int, gap: float, log_dir: Path) -> dict[str, Any]:
+def pickup_latency(
+    url: str, probes: int, gap: float, log_dir: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """``.delay()`` to handler start with an idle worker (c=8), ``probes`` jobs ``gap`` s apart.
 
     The enqueue time is ``time.time()`` just before ``.delay()`` in this
     process; the start time is the handler's ``time.time()``, returned as
     its journal note. Same host, so the same clock. ``parts_ms``: the median
-    of each probe's time to the start of its claim (the enqueue's commit, the
-    notification, the wake-up), of the claim itself (``worker_app.py
-    --claim-timings``), and from the claim's end to the handler's start.
+    of each probe's time to the start of its claim (``to_claim``), split into
+    the time to the claim loop's wake-up (``to_wake``: the enqueue's commit and
+    its notification) and from the wake-up to the claim (``wake_to_claim``),
+    then the claim itself (``worker_app.py --claim-timings``) and from the
+    claim's end to the handler's start. ``env``: the worker's environment
+    (another ``PYTHONPATH``, for trees measured in turn).
     """
-    timings = log_dir / f"pickup-claims-{time.time_ns()}.json"
+    stamp = time.time_ns()
+    timings = log_dir / f"pickup-claims-{stamp}.json"
+    wakes = log_dir / f"pickup-wakes-{stamp}.json"
+    options = ["--claim-timings", str(timings), "--wake-timings", str(wakes)]
     with fresh_prefix(url) as prefix:
         prefix.stamp.delay(-1)  # opens the pool; the worker is not running yet
-        with worker(prefix, 8, log_dir, options=["--claim-timings", str(timings)]) as process:
+        with worker(prefix, 8, log_dir, env, options) as process:
             wait_until(lambda: prefix.completed() == 1, timeout=60)
             process.check_alive()
             time.sleep(1.0)  # let the worker settle into its idle wait
@@ -402,34 +410,45 @@ def pickup_latency(url: str, probes: int, gap: float, log_dir: Path) -> dict[str
         "p99_ms": percentile(latencies, 99),
         "max_ms": max(latencies),
         "probes": len(latencies),
-        "parts_ms": _pickup_parts(rows, enqueued, timings),
+        "parts_ms": _pickup_parts(rows, enqueued, timings, wakes),
     }
 
 
+#: ``_pickup_parts``' names, in the order of a probe's path.
+PICKUP_PARTS = ("to_claim", "to_wake", "wake_to_claim", "claim", "claim_to_handler")
+
+
 def _pickup_parts(
-    rows: list[Any], enqueued: dict[str, float], timings: Path
+    rows: list[Any], enqueued: dict[str, float], timings: Path, wakes: Path
 ) -> dict[str, float] | str:
-    """Median (to the claim, the claim, claim to handler) of the probes, from the claims
-    the worker timed: each probe's is the last claim that ended before its handler began."""
+    """Median of each of ``PICKUP_PARTS`` over the probes, from the claims and wake-ups
+    the worker timed: each probe's claim is the last one with jobs that ended before its
+    handler began, its wake-up the last one before that claim began. A probe claimed
+    without a wake-up since its enqueue (the loop was still busy) is left out."""
     try:
         claims = sorted(json.loads(timings.read_text()))
+        woken = sorted(json.loads(wakes.read_text()))
     except (OSError, ValueError) as exc:
-        return f"no claim timings: {exc}"
-    parts: list[tuple[float, float, float]] = []
+        return f"no claim or wake timings: {exc}"
+    parts: list[tuple[float, ...]] = []
     for job_id, note in rows:
         if job_id not in enqueued:
             continue
-        started = float(note)
+        started, at = float(note), enqueued[job_id]
         ended = [c for c in claims if c[0] <= started and c[2] > 0]
         if not ended:
             continue
         end, seconds, _ = ended[-1]
-        parts.append((end - seconds - enqueued[job_id], seconds, started - end))
+        claimed = end - seconds
+        wake = next((w for w in reversed(woken) if at <= w <= claimed), None)
+        if wake is None:
+            continue
+        parts.append((claimed - at, wake - at, claimed - wake, seconds, started - end))
     if not parts:
-        return "no probe matched a claim"
+        return "no probe matched a claim after a wake-up"
     return {
         name: round(percentile([p[i] * 1000 for p in parts], 50), 3)
-        for i, name in enumerate(("to_claim", "claim", "claim_to_handler"))
+        for i, name in enumerate(PICKUP_PARTS)
     }
 
 

@@ -95,6 +95,23 @@ def time_claims(app: venturi.App, into: list[tuple[float, float, int]]) -> None:
     backend.claim = timed  # type: ignore[method-assign]
 
 
+def time_wakes(into: list[float]) -> None:
+    """Record when each of this process's claim loops returned from its idle wait woken
+    (a NOTIFY, a handler ending, stop), wall clock: the pickup bench's split of the time
+    before the claim into the enqueue's commit and notification, and the wake-up's own."""
+    from venturi.runtime.waiting import Waiter
+
+    wait = Waiter.wait
+
+    def timed(self: Waiter, timeout: float) -> bool:
+        is_woken = wait(self, timeout)
+        if is_woken:
+            into.append(time.time())
+        return is_woken
+
+    Waiter.wait = timed  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--database-url", required=True)
@@ -107,6 +124,9 @@ def main() -> None:
     parser.add_argument(
         "--claim-timings", help="write every claim's (end time, seconds, jobs) as JSON here"
     )
+    parser.add_argument(
+        "--wake-timings", help="write the wall-clock time of every woken idle wait as JSON here"
+    )
     args = parser.parse_args()
     app, *_ = build_app(args.database_url, args.prefix, direct_url=args.direct_url)
     if args.observe:
@@ -114,11 +134,17 @@ def main() -> None:
     claims: list[tuple[float, float, int]] = []
     if args.claim_timings:
         time_claims(app, claims)
+    wakes: list[float] = []
+    if args.wake_timings:
+        time_wakes(wakes)
     with closing(app):
         Worker(app, concurrency=args.concurrency, grace=5.0).run()
     if args.claim_timings:
         with open(args.claim_timings, "w", encoding="ascii") as output:
             json.dump(claims, output)
+    if args.wake_timings:
+        with open(args.wake_timings, "w", encoding="ascii") as output:
+            json.dump(wakes, output)
 
 
 if __name__ == "__main__":
