@@ -144,11 +144,18 @@ class Task(Generic[P, R]):
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef[R]:
         """Enqueue a call with the task's defaults; see ``apply_async`` for the options."""
-        if self._defaults is None:
+        job = self._default_job(args, kwargs)
+        if job is None:
             return self.apply_async(args, kwargs)
-        binding = self.binding
-        job = self._defaults.job(binding.encode_payload(binding.bind(args, kwargs)))
         return self._write([job], None)[0]
+
+    def _default_job(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> NewJob | None:
+        """The job of a call with the task's defaults (``DefaultJobs``): the one
+        ``new_job`` would make, checked the same way; None when the task has none."""
+        if self._defaults is None:
+            return None
+        binding = self.binding
+        return self._defaults.job(binding.encode_payload(binding.bind(args, kwargs)))
 
     def apply_async(
         self,
@@ -377,7 +384,10 @@ class Task(Generic[P, R]):
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef[R]:
         """``delay``, awaited on the running event loop: ``ref = await send.adelay(...)``."""
-        return await self.aapply_async(args, kwargs)
+        job = self._default_job(args, kwargs)
+        if job is None:
+            return await self.aapply_async(args, kwargs)
+        return (await self._aenqueue([job], None))[0]
 
     async def aapply_async(
         self,
