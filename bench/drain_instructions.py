@@ -180,7 +180,7 @@ def _drain_child(
             done.set()
         return written
 
-    backend.finish = counted  # type: ignore[method-assign]
+    backend.finish = counted
     worker = Worker(app, concurrency=concurrency, grace=5.0)
     try:
         if mode == "loop":
