@@ -77,7 +77,9 @@ def _child(url: str, writer: str, calls: int) -> None:
         close()
 
 
-def _instructions(url: str, writer: str, calls: int) -> int:
+def _instructions(url: str, writer: str, calls: int, env: dict[str, str] | None = None) -> int:
+    """Callgrind's total for a child making ``calls`` enqueues by ``writer``; ``env``: the
+    child's environment (default: this one's), e.g. a ``PYTHONPATH`` naming another tree."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
         subprocess.run(
@@ -96,7 +98,7 @@ def _instructions(url: str, writer: str, calls: int) -> int:
             ],
             check=True,
             capture_output=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
+            env={**(os.environ if env is None else env), "PYTHONHASHSEED": "0"},
         )
         found = re.search(r"^summary:\s+(\d+)", out.read_text(), re.MULTILINE)
         if found is None:
