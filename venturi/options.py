@@ -32,6 +32,7 @@ from venturi.errors import (
     InvalidPayload,
     InvalidPriority,
 )
+from venturi.job_template import JobTemplate
 from venturi.key_options import parse_key_options
 from venturi.merge import MergeFunction, keep_existing
 from venturi.serialization import is_storable_text
@@ -203,6 +204,16 @@ class TaskOptions:
                 options["schedule"], values.get("timezone", "UTC")
             )
         return cls(**values)
+
+    def template(self, kind: str, *, keyed: bool) -> JobTemplate | None:
+        """The job template of this task's calls that take every default: the tier,
+        delay and expiry ``Task.new_job`` gives such a call; None when the options need
+        each call's arguments (a dedup, fair key or claim key function: ``keyed``)."""
+        if self.dedup is not None or self.fair_key is not None or keyed:
+            return None
+        delay, eta = validate_delay(None, None)
+        expires_in, _ = validate_expires(None, default=self.expires, delay=delay, eta=eta)
+        return JobTemplate(kind, self.priority, delay, expires_in)
 
 
 def validate_kind(kind: object) -> str:

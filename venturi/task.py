@@ -15,26 +15,21 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import (
     Any,
     Concatenate,
     Generic,
     ParamSpec,
-    Protocol,
-    TypeGuard,
     TypeVar,
     overload,
 )
 
-from venturi.backend import Enqueue
 from venturi.binding import Binding
 from venturi.context import Context
-from venturi.default_jobs import DefaultJobs
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
-from venturi.events import Events
-from venturi.ids import new_id
+from venturi.ids import new_id, new_ids
+from venturi.job_template import JobTemplate
 from venturi.key_options import LINK_ERROR_HEADER, callback_kind, claim_key
 from venturi.merge import MergeFunction, keep_existing, resolver
 from venturi.options import (
@@ -51,30 +46,18 @@ from venturi.options import (
     validate_kind,
     validate_priority,
 )
-from venturi.refs import JobRef, ResultSource
+from venturi.refs import JobRef
 from venturi.registry import AppLike, Registry, current_app
+from venturi.task_writes import awrite, awrite_alike, eager_of, with_source, write, write_alike
 from venturi.types import NewJob, Priority
 from venturi.workflows import Enqueuer, Signature
 
-__all__ = ["EagerHook", "Task", "TaskDecorator", "default_registry", "eager_session", "task"]
+__all__ = ["Task", "TaskDecorator", "default_registry", "task"]
 
 logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class EagerHook(Enqueuer, Protocol):
-    """What ``venturi.testing.eager(app)`` installs: enqueues through ``app`` go to it instead."""
-
-    @property
-    def app(self) -> AppLike: ...
-
-
-#: The eager session of the current context (``venturi.testing.eager``), else None.
-#: A contextvar, so it is scoped to the ``with`` block: threads started elsewhere,
-#: a worker's among them, never see it (ADR 0120).
-eager_session: ContextVar[EagerHook | None] = ContextVar("venturi_eager_session", default=None)
 
 
 class Task(Generic[P, R]):
@@ -129,7 +112,7 @@ class Task(Generic[P, R]):
         #: The key function of a keyed task (ADR 0138); None: not keyed.
         self._claim_key = options.concurrency_key or options.rate_key
         #: The jobs of calls without per-call options; None: each call needs ``new_job``.
-        self._defaults = DefaultJobs.of(self.kind, options, keyed=self._claim_key is not None)
+        self._template = options.template(self.kind, keyed=self._claim_key is not None)
 
     def __repr__(self) -> str:
         return f"<Task {self.kind}>"
@@ -144,18 +127,15 @@ class Task(Generic[P, R]):
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef[R]:
         """Enqueue a call with the task's defaults; see ``apply_async`` for the options."""
-        job = self._default_job(args, kwargs)
-        if job is None:
+        template = self._template
+        if template is None:
             return self.apply_async(args, kwargs)
-        return self._write([job], None)[0]
+        return self._write_alike(template, [new_id()], [self._payload(args, kwargs)], None)[0]
 
-    def _default_job(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> NewJob | None:
-        """The job of a call with the task's defaults (``DefaultJobs``): the one
-        ``new_job`` would make, checked the same way; None when the task has none."""
-        if self._defaults is None:
-            return None
+    def _payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> str:
+        """``new_job``'s payload of a call: bound, encoded and checked."""
         binding = self.binding
-        return self._defaults.job(binding.encode_payload(binding.bind(args, kwargs)))
+        return binding.encode_payload(binding.bind(args, kwargs))
 
     def apply_async(
         self,
@@ -219,19 +199,22 @@ class Task(Generic[P, R]):
         """
         _check_batch_size(batch_size)
         refs: list[JobRef] = []
+        template = self._template
         for batch in self._batches(items, batch_size):
-            refs.extend(self._write(batch, connection))
+            if template is None:
+                refs.extend(self._write(batch, connection))
+            else:
+                refs.extend(self._write_alike(template, new_ids(len(batch)), batch, connection))
         return refs
 
     def _batches(
         self, items: Iterable[Mapping[str, Any] | Sequence[Any]], batch_size: int
-    ) -> Iterator[list[NewJob]]:
-        """``items`` as validated batches; the caller writes each before asking for the next,
-        so the items of the batches yielded so far are the ones already enqueued."""
-        # With the task's defaults (``DefaultJobs``) only the payloads are made per item, and
-        # the jobs per batch, their ids in one go: the jobs ``new_job`` would make.
-        defaults = self._defaults
-        build = self._new_job_from_item if defaults is None else self._payload_from_item
+    ) -> Iterator[list[Any]]:
+        """``items`` as validated batches, of payloads when the task has a template (the
+        jobs ``_write_alike`` writes), else of ``NewJob``s; the caller writes each before
+        asking for the next, so the items of the batches yielded so far are the ones
+        already enqueued."""
+        build = self._new_job_from_item if self._template is None else self._payload_from_item
         batch: list[Any] = []
         for index, item in enumerate(items):
             try:
@@ -243,10 +226,10 @@ class Task(Generic[P, R]):
                 )
                 raise
             if len(batch) == batch_size:
-                yield batch if defaults is None else defaults.jobs(batch)
+                yield batch
                 batch = []
         if batch:
-            yield batch if defaults is None else defaults.jobs(batch)
+            yield batch
 
     def _new_job_from_item(self, item: Mapping[str, Any] | Sequence[Any]) -> NewJob:
         if isinstance(item, Mapping):
@@ -257,11 +240,10 @@ class Task(Generic[P, R]):
 
     def _payload_from_item(self, item: Mapping[str, Any] | Sequence[Any]) -> str:
         """``new_job``'s payload of one ``delay_many`` item: bound, encoded and checked."""
-        binding = self.binding
         if type(item) is dict or isinstance(item, Mapping):
-            return binding.encode_payload(binding.bind((), item))
+            return self._payload((), item)
         if isinstance(item, Sequence) and not isinstance(item, str | bytes | bytearray):
-            return binding.encode_payload(binding.bind(item, None))
+            return self._payload(item, None)
         raise _not_an_item(self.kind, item)
 
     def _current_app(self) -> AppLike:
@@ -273,47 +255,25 @@ class Task(Generic[P, R]):
         active here (ADR 0120), else the App's backend. Part of the ``TaskLike`` seam
         (``venturi.workflows``): a group or workflow enqueues through it."""
         app = self._current_app()
-        eager = _eager_of(app)
+        eager = eager_of(app)
         return eager if eager is not None else app.backend
 
     def _write(self, jobs: Sequence[NewJob], connection: object | None) -> list[JobRef]:
-        """Every sync enqueue: to the enqueuer, told to the App's events when observed;
-        the refs with their source (``with_source``). The App is looked up once."""
-        app = self._current_app()
-        eager = _eager_of(app)
-        enqueuer: Enqueuer = eager if eager is not None else app.backend
-        events: Events | None = getattr(app, "events", None)
-        if events is None or not events.active:
-            refs = enqueuer.enqueue(jobs, connection=connection)
-        else:
-            refs = events.enqueue(jobs, lambda part: enqueuer.enqueue(part, connection=connection))
-        return _with_source(refs, app)
+        return write(self._current_app(), jobs, connection)
+
+    def _write_alike(
+        self, template: JobTemplate, ids: Sequence[str], payloads: list[str], conn: object | None
+    ) -> list[JobRef]:
+        return write_alike(self._current_app(), template, ids, payloads, conn)
 
     async def _aenqueue(self, jobs: Sequence[NewJob], connection: object | None) -> list[JobRef]:
-        """``_write``, awaited: ``aenqueue`` on the App's backend; an eager session runs
-        the jobs inline instead."""
-        app = self._current_app()
-        eager = _eager_of(app)
-        if eager is not None:
-            return _with_source(eager.enqueue(jobs, connection=connection), app)
-        backend: Enqueue = app.backend
-        events: Events | None = getattr(app, "events", None)
-        if events is None or not events.active:
-            refs = await backend.aenqueue(jobs, connection=connection)
-        elif events.tracer is None:
-            refs = await backend.aenqueue(jobs, connection=connection)
-            events.enqueued(jobs, refs)
-        else:
-            with events.tracer.enqueue(jobs) as traced:
-                refs = await backend.aenqueue(traced, connection=connection)
-                events.enqueued(jobs, refs)
-        return _with_source(refs, app)
+        return await awrite(self._current_app(), jobs, connection)
 
     def with_source(self, refs: list[JobRef]) -> list[JobRef]:
         """The refs, able to wait for their results through this task's App (ADR 0124),
         unless their enqueuer gave them a source already (an eager session). Part of
         the ``TaskLike`` seam (``venturi.workflows``)."""
-        return _with_source(refs, self._current_app())
+        return with_source(refs, self._current_app())
 
     def new_job(
         self,
@@ -384,10 +344,11 @@ class Task(Generic[P, R]):
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobRef[R]:
         """``delay``, awaited on the running event loop: ``ref = await send.adelay(...)``."""
-        job = self._default_job(args, kwargs)
-        if job is None:
+        template = self._template
+        if template is None:
             return await self.aapply_async(args, kwargs)
-        return (await self._aenqueue([job], None))[0]
+        payloads = [self._payload(args, kwargs)]
+        return (await awrite_alike(self._current_app(), template, [new_id()], payloads, None))[0]
 
     async def aapply_async(
         self,
@@ -433,8 +394,13 @@ class Task(Generic[P, R]):
         """``delay_many``, awaited: the same batches, validation and partial-write note."""
         _check_batch_size(batch_size)
         refs: list[JobRef[R]] = []
+        template = self._template
         for batch in self._batches(items, batch_size):
-            refs.extend(await self._aenqueue(batch, connection))
+            if template is None:
+                refs.extend(await self._aenqueue(batch, connection))
+            else:
+                app, ids = self._current_app(), new_ids(len(batch))
+                refs.extend(await awrite_alike(app, template, ids, batch, connection))
         return refs
 
     # -- signatures (SPEC 5.4) --------------------------------------------------------
@@ -471,33 +437,6 @@ class Task(Generic[P, R]):
             )
             return DEFAULT_BACKOFF(max(failure_count, 1))
         return delay
-
-
-#: ``isinstance(app, ResultSource)`` per App class: a runtime Protocol check is a
-#: visible share of every ``.delay()`` (bench/JOURNAL.md, section 6).
-_RESULT_SOURCE_CLASSES: dict[type, bool] = {}
-
-
-def _is_result_source(app: object) -> TypeGuard[ResultSource]:
-    known = _RESULT_SOURCE_CLASSES.get(type(app))
-    if known is None:
-        known = _RESULT_SOURCE_CLASSES[type(app)] = isinstance(app, ResultSource)
-    return known
-
-
-def _with_source(refs: list[JobRef], app: AppLike) -> list[JobRef]:
-    if not _is_result_source(app):
-        return refs
-    if len(refs) == 1:  # .delay(): no comprehension's frame
-        ref = refs[0]
-        return [ref if ref.source is not None else JobRef(ref.id, ref.merged, app)]
-    return [ref if ref.source is not None else JobRef(ref.id, ref.merged, app) for ref in refs]
-
-
-def _eager_of(app: AppLike) -> EagerHook | None:
-    """The eager session active here (ADR 0120), when it is ``app``'s."""
-    eager = eager_session.get()
-    return eager if eager is not None and eager.app is app else None
 
 
 def _check_batch_size(batch_size: int) -> None:

@@ -74,7 +74,7 @@ from venturi.runtime.executor import aexecute, execute, refuse_inside_event_loop
 from venturi.runtime.runner import Runner, worker_id
 from venturi.serialization import decode_json, encode_json
 from venturi.step_log import MemorySteps, StepSource
-from venturi.task import eager_session
+from venturi.task_writes import eager_session
 from venturi.types import (
     Claim,
     ClaimedJob,

@@ -24,6 +24,7 @@ from venturi.errors import (
     InvalidPayload,
     InvalidPriority,
 )
+from venturi.job_template import JobTemplate
 from venturi.refs import JobRef
 from venturi.registry import set_current_app
 from venturi.task import task
@@ -42,6 +43,18 @@ class CountingBackend:
         with self._lock:
             self.enqueue_calls.append(len(jobs))
         return self._backend.enqueue(jobs, connection=connection)
+
+    def enqueue_alike(
+        self,
+        template: JobTemplate,
+        ids: Sequence[str],
+        payloads: Sequence[str],
+        *,
+        connection: object | None = None,
+    ) -> None:
+        with self._lock:
+            self.enqueue_calls.append(len(ids))
+        self._backend.enqueue_alike(template, ids, payloads, connection=connection)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._backend, name)

@@ -29,7 +29,8 @@ from venturi.errors import (
 )
 from venturi.options import TaskOptions
 from venturi.refs import JobRef
-from venturi.task import Task, eager_session
+from venturi.task import Task
+from venturi.task_writes import eager_session
 from venturi.testing import DrainLimitReached, EagerLimitReached, eager
 from venturi.types import OutcomeKind
 

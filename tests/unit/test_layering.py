@@ -107,6 +107,7 @@ VOCABULARY = frozenset(
         "errors",
         "events",
         "ids",
+        "job_template",
         "logs",
         "merge",
         "naming",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from venturi.refs import JobRef
 from venturi.types import (
@@ -21,6 +21,9 @@ from venturi.types import (
     NewJob,
     Renewal,
 )
+
+if TYPE_CHECKING:
+    from venturi.job_template import JobTemplate
 
 __all__ = ["CAP_RECHECK", "Claims", "Enqueue", "Leases"]
 
@@ -66,6 +69,35 @@ class Enqueue(Protocol):
         transaction. A handle of the wrong kind raises ``InvalidArgument``
         before anything is sent.
         """
+        ...
+
+    def enqueue_alike(
+        self,
+        template: JobTemplate,
+        ids: Sequence[str],
+        payloads: Sequence[str],
+        *,
+        connection: object | None = None,
+    ) -> None:
+        """Insert one job per id: ``template``'s, with that id and the payload at the
+        same position (``ids`` and ``payloads`` are as long as each other).
+
+        The rows, their order, the wake-up and the all-or-nothing are those
+        ``enqueue`` writes for ``template.jobs(ids, payloads)``, whose refs would all be
+        ``JobRef(id)``: the caller makes them (ADR 0142). ``connection`` as in
+        ``enqueue``; no ids write nothing.
+        """
+        ...
+
+    async def aenqueue_alike(
+        self,
+        template: JobTemplate,
+        ids: Sequence[str],
+        payloads: Sequence[str],
+        *,
+        connection: object | None = None,
+    ) -> None:
+        """``enqueue_alike``, awaited, on the sessions ``aenqueue`` runs on."""
         ...
 
     def pending_with_dedup_prefix(self, dedup_prefix: str) -> list[JobRow]:

@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import fields
 from datetime import datetime, timedelta
+from functools import partial
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
@@ -26,7 +27,10 @@ from venturi.postgres.queries import Query
 from venturi.postgres.sessions import AsyncConnection, Connection
 from venturi.postgres.store import Store, job_row
 from venturi.refs import JobRef
-from venturi.types import JobRow, MergeAction, NewJob
+from venturi.types import JobRow, MergeAction, NewJob, Priority
+
+if TYPE_CHECKING:
+    from venturi.job_template import JobTemplate
 
 __all__ = ["COPY_THRESHOLD", "EnqueueVerbs"]
 
@@ -43,10 +47,9 @@ class EnqueueVerbs(Store):
         if not jobs:
             return []
         if connection is None and len(jobs) == 1 and _is_immediate(jobs[0]):
-            # .delay(): one autocommit statement, insert and wake-up together.
-            params = self._immediate_params(jobs[0])
-            self._run_cursor(lambda cursor: self._queries.enqueue_job_now.exec_on(cursor, params))
-            return [JobRef(jobs[0].id)]
+            job = jobs[0]
+            self._enqueue_now(job.id, job.kind, job.payload, job.priority)
+            return [JobRef(job.id)]
         plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
         if not deduplicated and connection is None:
             # The common case: one autocommit statement, insert and wake-up together.
@@ -61,6 +64,32 @@ class EnqueueVerbs(Store):
             if not plain:
                 self._queries.notify_wakeup.exec(conn, channel=self._channel)
         return [refs.get(job.id) or JobRef(job.id) for job in jobs]
+
+    def enqueue_alike(
+        self,
+        template: JobTemplate,
+        ids: Sequence[str],
+        payloads: Sequence[str],
+        *,
+        connection: object | None = None,
+    ) -> None:
+        if not ids:
+            return
+        if connection is None and len(ids) == 1 and template.immediate:
+            self._enqueue_now(ids[0], template.kind, payloads[0], template.priority)
+        elif len(ids) < COPY_THRESHOLD:
+            self.enqueue(template.jobs(ids, payloads), connection=connection)
+        elif connection is None:
+            self._run(lambda conn: self._copy(conn, partial(_alike_rows, template, ids, payloads)))
+        else:
+            with self._transaction(connection) as conn:
+                self._copy(conn, partial(_alike_rows, template, ids, payloads))
+
+    def _enqueue_now(self, job_id: str, kind: str, payload: str, priority: Priority) -> None:
+        """.delay(): one autocommit statement on the hot session's cursor, insert and
+        wake-up together (``_is_immediate`` jobs only)."""
+        params = self._immediate_params(job_id, kind, payload, priority)
+        self._run_cursor(lambda cursor: self._queries.enqueue_job_now.exec_on(cursor, params))
 
     @contextmanager
     def _transaction(self, connection: object | None = None) -> Iterator[Connection]:
@@ -78,10 +107,10 @@ class EnqueueVerbs(Store):
 
     def _insert(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
         if len(jobs) >= COPY_THRESHOLD:
-            self._copy(conn, jobs)
+            self._copy(conn, partial(_copy_rows, jobs), traced=_has_headers(jobs))
         elif len(jobs) == 1:
             if _is_immediate(jobs[0]):
-                self._queries.enqueue_job_now.exec(conn, **self._immediate_params(jobs[0]))
+                self._queries.enqueue_job_now.exec(conn, **self._job_now_params(jobs[0]))
             elif jobs[0].headers is None:
                 self._queries.enqueue_job.exec(conn, **self._one_job_params(jobs[0]))
             else:
@@ -91,15 +120,20 @@ class EnqueueVerbs(Store):
         else:
             self._queries.enqueue_jobs_with_headers.exec(conn, **self._traced_params(jobs))
 
-    def _immediate_params(self, job: NewJob) -> dict[str, Any]:
+    def _immediate_params(
+        self, job_id: str, kind: str, payload: str, priority: Priority
+    ) -> dict[str, Any]:
         """``enqueue_job_now``'s parameters (``_is_immediate`` jobs only)."""
         return {
-            "id": job.id,
-            "kind": job.kind,
-            "payload": job.payload,
-            "priority": int(job.priority),
+            "id": job_id,
+            "kind": kind,
+            "payload": payload,
+            "priority": int(priority),
             "channel": self._channel,
         }
+
+    def _job_now_params(self, job: NewJob) -> dict[str, Any]:
+        return self._immediate_params(job.id, job.kind, job.payload, job.priority)
 
     def _one_job_params(self, job: NewJob) -> dict[str, Any]:
         return {
@@ -137,22 +171,24 @@ class EnqueueVerbs(Store):
             "channel": self._channel,
         }
 
-    def _copy(self, conn: Connection, jobs: Sequence[NewJob]) -> None:
-        """COPY a large batch; created_at from the database clock (see copy_jobs)."""
+    def _copy(self, conn: Connection, rows: CopyRows, *, traced: bool = False) -> None:
+        """COPY a large batch, its ``rows`` made from the database clock's now (see
+        copy_jobs); ``traced``: with the headers column."""
         with conn.transaction():
             row = self._queries.database_now.one(conn)
             assert row is not None
-            statement, types = self._copy_statement(jobs)
+            statement, types = self._copy_statement(traced)
             with conn.cursor() as cursor, statement.copy(cursor) as copy:
                 copy.set_types(types)
-                for values in _copy_rows(jobs, row["now"]):
+                for values in rows(row["now"]):
                     copy.write_row(values)
             self._queries.notify_wakeup.exec(conn, channel=self._channel)
 
-    def _copy_statement(self, jobs: Sequence[NewJob]) -> tuple[Query, list[str]]:
-        """``copy_jobs``, or its form with the headers column when any job has some,
-        with its column types (a binary COPY sends each value as its column's type)."""
-        if _has_headers(jobs):
+    def _copy_statement(self, traced: bool) -> tuple[Query, list[str]]:
+        """``copy_jobs``, or its form with the headers column (``traced``: some job has
+        headers), with its column types (a binary COPY sends each value as its column's
+        type)."""
+        if traced:
             return self._queries.copy_jobs_with_headers, _COPY_TYPES_WITH_HEADERS
         return self._queries.copy_jobs, _COPY_TYPES
 
@@ -179,13 +215,9 @@ class EnqueueVerbs(Store):
         if not jobs:
             return []
         if connection is None and len(jobs) == 1 and _is_immediate(jobs[0]):
-            params = self._immediate_params(jobs[0])
-            statement = self._queries.enqueue_job_now
-            try:
-                await self._async_pool.run_cursor(lambda cursor: statement.aexec_on(cursor, params))
-            except psycopg.Error as exc:
-                reraise_translated(exc, self._prefix)
-            return [JobRef(jobs[0].id)]
+            job = jobs[0]
+            await self._aenqueue_now(job.id, job.kind, job.payload, job.priority)
+            return [JobRef(job.id)]
         plain, deduplicated = _split_for_enqueue(jobs, self._dedup_lock_name)
         if not deduplicated and connection is None:
             try:
@@ -202,6 +234,38 @@ class EnqueueVerbs(Store):
             if not plain:
                 await self._queries.notify_wakeup.aexec(conn, channel=self._channel)
         return [refs.get(job.id) or JobRef(job.id) for job in jobs]
+
+    async def aenqueue_alike(
+        self,
+        template: JobTemplate,
+        ids: Sequence[str],
+        payloads: Sequence[str],
+        *,
+        connection: object | None = None,
+    ) -> None:
+        if not ids:
+            return
+        if connection is None and len(ids) == 1 and template.immediate:
+            await self._aenqueue_now(ids[0], template.kind, payloads[0], template.priority)
+        elif len(ids) < COPY_THRESHOLD:
+            await self.aenqueue(template.jobs(ids, payloads), connection=connection)
+        elif connection is None:
+            rows = partial(_alike_rows, template, ids, payloads)
+            try:
+                await self._async_pool.run(lambda conn: self._acopy(conn, rows))
+            except psycopg.Error as exc:
+                reraise_translated(exc, self._prefix)
+        else:
+            async with self._atransaction(connection) as conn:
+                await self._acopy(conn, partial(_alike_rows, template, ids, payloads))
+
+    async def _aenqueue_now(self, job_id: str, kind: str, payload: str, priority: Priority) -> None:
+        params = self._immediate_params(job_id, kind, payload, priority)
+        statement = self._queries.enqueue_job_now
+        try:
+            await self._async_pool.run_cursor(lambda cursor: statement.aexec_on(cursor, params))
+        except psycopg.Error as exc:
+            reraise_translated(exc, self._prefix)
 
     @asynccontextmanager
     async def _aconnection(self) -> AsyncIterator[AsyncConnection]:
@@ -224,10 +288,10 @@ class EnqueueVerbs(Store):
 
     async def _ainsert(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> None:
         if len(jobs) >= COPY_THRESHOLD:
-            await self._acopy(conn, jobs)
+            await self._acopy(conn, partial(_copy_rows, jobs), traced=_has_headers(jobs))
         elif len(jobs) == 1:
             if _is_immediate(jobs[0]):
-                await self._queries.enqueue_job_now.aexec(conn, **self._immediate_params(jobs[0]))
+                await self._queries.enqueue_job_now.aexec(conn, **self._job_now_params(jobs[0]))
             elif jobs[0].headers is None:
                 await self._queries.enqueue_job.aexec(conn, **self._one_job_params(jobs[0]))
             else:
@@ -239,14 +303,14 @@ class EnqueueVerbs(Store):
         else:
             await self._queries.enqueue_jobs_with_headers.aexec(conn, **self._traced_params(jobs))
 
-    async def _acopy(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> None:
+    async def _acopy(self, conn: AsyncConnection, rows: CopyRows, *, traced: bool = False) -> None:
         async with conn.transaction():
             row = await self._queries.database_now.aone(conn)
             assert row is not None
-            statement, types = self._copy_statement(jobs)
+            statement, types = self._copy_statement(traced)
             async with conn.cursor() as cursor, statement.acopy(cursor) as copy:
                 copy.set_types(types)
-                for values in _copy_rows(jobs, row["now"]):
+                for values in rows(row["now"]):
                     await copy.write_row(values)
             await self._queries.notify_wakeup.aexec(conn, channel=self._channel)
 
@@ -308,11 +372,15 @@ def _split_for_enqueue(
 _MICROSECOND = timedelta(microseconds=1)
 
 
+#: A batch's COPY rows, made from the database clock's now (``_copy_rows``, ``_alike_rows``).
+CopyRows = Callable[[datetime], Iterable[tuple[Any, ...]]]
+
+
 def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, ...]]:
     """COPY rows: created_at one microsecond apart from the database clock (see copy_jobs);
     with a headers column when any job has headers (``copy_jobs_with_headers``); the fair
     key, then the expiry, last (ADR 0129, 0135). The JSON columns go as jsonb's binary
-    form (``_binary_jsonb``)."""
+    form (``_JSONB_VERSION``)."""
     traced = _has_headers(jobs)
     created_at = start - _MICROSECOND
     for job in jobs:
@@ -340,6 +408,35 @@ def _copy_rows(jobs: Sequence[NewJob], start: datetime) -> Iterable[tuple[Any, .
             yield (*row, None if headers is None else _JSONB_VERSION + headers.encode(), *tail)
         else:
             yield (*row, *tail)
+
+
+def _alike_rows(
+    template: JobTemplate, ids: Sequence[str], payloads: Sequence[str], start: datetime
+) -> Iterable[tuple[Any, ...]]:
+    """``_copy_rows`` of ``template.jobs(ids, payloads)``, without making those jobs."""
+    kind, priority, delay, expires_in = (
+        template.kind,
+        int(template.priority),
+        template.delay,
+        template.expires_in,
+    )
+    created_at = start - _MICROSECOND
+    for job_id, payload in zip(ids, payloads, strict=True):
+        created_at += _MICROSECOND
+        visible_at = created_at + delay if delay else created_at
+        expires_at = None if expires_in is None else created_at + expires_in
+        yield (
+            job_id,
+            kind,
+            _JSONB_VERSION + payload.encode(),
+            priority,
+            "pending",
+            created_at,
+            visible_at,
+            None,
+            None,
+            expires_at,
+        )
 
 
 def _merge_params(job: NewJob, sibling: Mapping[str, Any] | None) -> dict[str, Any] | None:
