@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -177,3 +178,27 @@ def test_inside_a_rolled_back_async_transaction_nothing_is_left(
 
     asyncio.run(rolled_back())
     assert db.jobs() == []
+
+
+@pytest.mark.parametrize("size", ["one", "few", "large"])
+def test_payloads_and_headers_beyond_ascii_arrive_as_sent_on_every_path(
+    backend: Backend, backend_case: BackendCase, db: Any, size: str
+) -> None:
+    """The COPY sends jsonb's binary form as text (the version byte, then UTF-8): accents,
+    other scripts, astral characters and JSON escapes come back as they were."""
+    count = sizes(backend_case)[size]
+    values = ["café", "日本語", "🚀 launch", 'quote " and \\ backslash', "tab\tnew\nline"]
+    ids = [str(ULID()) for _ in range(count)]
+    payloads = [json.dumps({"text": values[n % len(values)]}) for n in range(count)]
+    backend.enqueue_alike(JobTemplate("contract.alike"), ids, payloads)
+    headers = {"traceparent": "00-é🚀-01"}
+    traced = [
+        replace(job, headers=headers) for job in JobTemplate("contract.alike").jobs(*fresh(count))
+    ]
+    backend.enqueue(traced)
+
+    rows = {row["id"]: row for row in db.jobs()}
+    assert [rows[i]["payload"]["text"] for i in ids] == [
+        values[n % len(values)] for n in range(count)
+    ]
+    assert all(rows[job.id]["headers"] == headers for job in traced)
