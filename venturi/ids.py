@@ -148,4 +148,4 @@ def new_id() -> str:
 def new_ids(count: int) -> list[str]:
     """``count`` new job ids in order, as ``count`` calls of ``new_id`` would make them,
     for one lock and one clock reading."""
-    return _generator.many(count)
+    return [_generator.one()] if count == 1 else _generator.many(count)

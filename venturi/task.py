@@ -111,7 +111,7 @@ class Task(Generic[P, R]):
                 ) from None
         #: The key function of a keyed task (ADR 0138); None: not keyed.
         self._claim_key = options.concurrency_key or options.rate_key
-        #: The jobs of calls without per-call options; None: each call needs ``new_job``.
+        #: What the jobs of calls without per-call options share; None: each needs ``new_job``.
         self._template = options.template(self.kind, keyed=self._claim_key is not None)
 
     def __repr__(self) -> str:
@@ -130,7 +130,7 @@ class Task(Generic[P, R]):
         template = self._template
         if template is None:
             return self.apply_async(args, kwargs)
-        return self._write_alike(template, [new_id()], [self._payload(args, kwargs)], None)[0]
+        return self._write_alike(template, [self._payload(args, kwargs)], None)[0]
 
     def _payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> str:
         """``new_job``'s payload of a call: bound, encoded and checked."""
@@ -204,7 +204,7 @@ class Task(Generic[P, R]):
             if template is None:
                 refs.extend(self._write(batch, connection))
             else:
-                refs.extend(self._write_alike(template, new_ids(len(batch)), batch, connection))
+                refs.extend(self._write_alike(template, batch, connection))
         return refs
 
     def _batches(
@@ -262,12 +262,21 @@ class Task(Generic[P, R]):
         return write(self._current_app(), jobs, connection)
 
     def _write_alike(
-        self, template: JobTemplate, ids: Sequence[str], payloads: list[str], conn: object | None
+        self, template: JobTemplate, payloads: list[str], connection: object | None
     ) -> list[JobRef]:
-        return write_alike(self._current_app(), template, ids, payloads, conn)
+        """``write_alike`` of ``payloads`` with new ids (one batch's in one go)."""
+        ids = new_ids(len(payloads))
+        return write_alike(self._current_app(), template, ids, payloads, connection)
 
     async def _aenqueue(self, jobs: Sequence[NewJob], connection: object | None) -> list[JobRef]:
         return await awrite(self._current_app(), jobs, connection)
+
+    async def _aenqueue_alike(
+        self, template: JobTemplate, payloads: list[str], connection: object | None
+    ) -> list[JobRef]:
+        """``_write_alike``, awaited."""
+        ids = new_ids(len(payloads))
+        return await awrite_alike(self._current_app(), template, ids, payloads, connection)
 
     def with_source(self, refs: list[JobRef]) -> list[JobRef]:
         """The refs, able to wait for their results through this task's App (ADR 0124),
@@ -347,8 +356,7 @@ class Task(Generic[P, R]):
         template = self._template
         if template is None:
             return await self.aapply_async(args, kwargs)
-        payloads = [self._payload(args, kwargs)]
-        return (await awrite_alike(self._current_app(), template, [new_id()], payloads, None))[0]
+        return (await self._aenqueue_alike(template, [self._payload(args, kwargs)], None))[0]
 
     async def aapply_async(
         self,
@@ -399,8 +407,7 @@ class Task(Generic[P, R]):
             if template is None:
                 refs.extend(await self._aenqueue(batch, connection))
             else:
-                app, ids = self._current_app(), new_ids(len(batch))
-                refs.extend(await awrite_alike(app, template, ids, batch, connection))
+                refs.extend(await self._aenqueue_alike(template, batch, connection))
         return refs
 
     # -- signatures (SPEC 5.4) --------------------------------------------------------
