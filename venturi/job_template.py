@@ -12,7 +12,7 @@ and 23).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -40,10 +40,12 @@ class JobTemplate:
     delay: timedelta = _ZERO
     expires_in: timedelta | None = None
 
-    @property
-    def immediate(self) -> bool:
-        """Whether its jobs are eligible at once and never expire."""
-        return not self.delay and self.expires_in is None
+    #: Whether its jobs are eligible at once and never expire (made once: ``.delay()``
+    #: reads it at every call).
+    immediate: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "immediate", not self.delay and self.expires_in is None)
 
     def job(self, job_id: str, payload: str) -> NewJob:
         """One of its jobs as a ``NewJob``: what ``Enqueue.enqueue`` takes."""

@@ -48,7 +48,15 @@ from venturi.options import (
 )
 from venturi.refs import JobRef
 from venturi.registry import AppLike, Registry, current_app
-from venturi.task_writes import awrite, awrite_alike, eager_of, with_source, write, write_alike
+from venturi.task_writes import (
+    awrite,
+    awrite_alike,
+    eager_of,
+    with_source,
+    write,
+    write_alike,
+    write_one,
+)
 from venturi.types import NewJob, Priority
 from venturi.workflows import Enqueuer, Signature
 
@@ -130,7 +138,7 @@ class Task(Generic[P, R]):
         template = self._template
         if template is None:
             return self.apply_async(args, kwargs)
-        return self._write_alike(template, [self._payload(args, kwargs)], None)[0]
+        return write_one(self._current_app(), template, new_id(), self._payload(args, kwargs))
 
     def _payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> str:
         """``new_job``'s payload of a call: bound, encoded and checked."""

@@ -30,6 +30,7 @@ __all__ = [
     "with_source",
     "write",
     "write_alike",
+    "write_one",
 ]
 
 
@@ -101,6 +102,15 @@ def write_alike(
     return _plain_refs(ids, app)
 
 
+def write_one(app: AppLike, template: JobTemplate, job_id: str, payload: str) -> JobRef:
+    """``write_alike`` of one job, outside the caller's transaction: ``.delay()``'s
+    path, without its lists (ADR 0143)."""
+    if _needs_jobs(app):
+        return write(app, [template.job(job_id, payload)], None)[0]
+    app.backend.enqueue_alike(template, (job_id,), (payload,))
+    return JobRef(job_id, False, app if _is_result_source(app) else None)
+
+
 async def awrite_alike(
     app: AppLike,
     template: JobTemplate,
@@ -126,7 +136,7 @@ def with_source(refs: list[JobRef], app: AppLike) -> list[JobRef]:
 def _plain_refs(ids: Sequence[str], app: AppLike) -> list[JobRef]:
     """The refs of jobs written as they are (no merge), sourced as ``with_source``'s."""
     source = app if _is_result_source(app) else None
-    if len(ids) == 1:  # .delay(): no comprehension's frame
+    if len(ids) == 1:  # adelay(): no comprehension's frame
         return [JobRef(ids[0], False, source)]
     return [JobRef(job_id, False, source) for job_id in ids]
 
@@ -134,7 +144,8 @@ def _plain_refs(ids: Sequence[str], app: AppLike) -> list[JobRef]:
 def _needs_jobs(app: AppLike) -> bool:
     """Whether an enqueue through ``app`` needs each job as a ``NewJob``: an eager session
     of it runs them, or its observed events see (and may add headers to) them."""
-    if eager_of(app) is not None:
+    eager = eager_session.get()
+    if eager is not None and eager.app is app:
         return True
     events: Events | None = getattr(app, "events", None)
     return events is not None and events.active

@@ -54,6 +54,7 @@ def start_waiting_worker(database_url: str, prefix: str, log: Path) -> subproces
     return worker
 
 
+@pytest.mark.slow
 def test_worker_and_beat_on_a_refused_port_exit_1_with_one_line_naming_the_host(
     prefix: str,
 ) -> None:

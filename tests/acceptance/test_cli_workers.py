@@ -108,6 +108,7 @@ def orphan(app: venturi.App) -> Any:
     return orphan
 
 
+@pytest.mark.slow
 def test_venturi_workers_lists_a_running_worker_until_it_stops(
     venturi_cli: Run, start_worker_process: Callable[..., WorkerProcess]
 ) -> None:
@@ -140,6 +141,7 @@ def test_venturi_workers_lists_a_running_worker_until_it_stops(
     assert orjson.loads(succeeded(venturi_cli("workers", "--json"))) == {"workers": []}
 
 
+@pytest.mark.slow
 def test_venturi_stats_warns_about_kinds_with_due_jobs_that_no_live_worker_serves(
     venturi_cli: Run,
     app: venturi.App,

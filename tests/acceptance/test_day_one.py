@@ -293,6 +293,7 @@ def test_a_warning_level_keeps_run_lines_out_but_failures_in(
     assert worker.has(rf"WARNING venturi\.runs: day\.flaky {ids['flaky']} run 1 retried")
 
 
+@pytest.mark.slow
 def test_beat_logs_its_schedules_the_ticks_it_enqueues_and_its_leadership(
     database_url: str, prefix: str, service: Any
 ) -> None:

@@ -60,6 +60,7 @@ def test_page_example_runs(program: Program, example_database: str, tmp_path: Pa
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_examples_type_check(tmp_path: Path) -> None:
     scripts = []
     for program in PROGRAMS:

@@ -28,6 +28,7 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     return set(zipfile.ZipFile(wheel).namelist())
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_migrations_and_queries(wheel_names: set[str]) -> None:
     shipped = {n.removeprefix("venturi/_migrations/") for n in wheel_names if "_migrations/" in n}
     assert shipped == {p.name for p in (ROOT / "migrations").glob("V*.sql")}

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
+import pytest
 from support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +52,7 @@ def test_the_commands_run_here_are_the_pages() -> None:
         assert f'--8<-- "{included}"' in page, included
 
 
+@pytest.mark.slow
 def test_the_tutorial_runs(example_database: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")}
     env.update(VENTURI_DATABASE_URL=example_database, PYTHONUNBUFFERED="1")

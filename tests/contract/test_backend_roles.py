@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+import pytest
 from mypy import api
 
 from venturi import backend as storage
@@ -67,6 +68,7 @@ def members(protocol: type) -> set[str]:
     }
 
 
+@pytest.mark.slow
 def test_mypy_verifies_that_the_postgres_adapter_is_a_backend_and_each_role(
     tmp_path: Path,
 ) -> None:

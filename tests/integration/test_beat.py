@@ -370,6 +370,7 @@ def completed(db: Any) -> int:
     return count(db, "status = 'completed'")
 
 
+@pytest.mark.slow
 def test_one_of_three_beats_leads_and_a_standby_takes_over_when_it_stops(
     make_app: Callable[[], venturi.App],
     db: Any,
@@ -400,6 +401,7 @@ def test_one_of_three_beats_leads_and_a_standby_takes_over_when_it_stops(
     assert count(db, "status = 'pending'") <= 1
 
 
+@pytest.mark.slow
 def test_a_standby_takes_over_when_the_leaders_connection_is_terminated(
     make_app: Callable[[], venturi.App],
     db: Any,
@@ -430,6 +432,7 @@ def test_a_standby_takes_over_when_the_leaders_connection_is_terminated(
     assert count(db, "status = 'pending'") <= 1
 
 
+@pytest.mark.slow
 def test_beat_keeps_scheduling_after_every_one_of_its_connections_is_terminated(
     make_app: Callable[[], venturi.App],
     db: Any,

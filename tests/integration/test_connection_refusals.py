@@ -135,6 +135,7 @@ def test_the_first_pooled_call_to_a_refused_port_says_why_without_waiting_the_po
         backend.close()
 
 
+@pytest.mark.slow
 def test_a_pooled_call_to_a_host_that_never_answers_fails_within_one_connect_timeout(
     prefix: str, silent_port: int
 ) -> None:

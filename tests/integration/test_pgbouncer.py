@@ -179,6 +179,7 @@ def completed(db: Any) -> int:
     return int(db.scalar("SELECT count(*) FROM {{prefix}}_jobs WHERE status = 'completed'"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_direct_url", [True, False], ids=["direct-url", "no-direct-url"])
 def test_two_beats_through_pgbouncer_tick_once(
     bouncer: PgBouncer,

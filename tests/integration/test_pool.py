@@ -112,32 +112,39 @@ def test_a_session_given_back_while_a_checkout_waits_goes_to_that_checkout(
 def test_the_hot_session_keeps_one_statement_cursor_and_a_replaced_session_gets_its_own(
     app: venturi.App, db: Any
 ) -> None:
-    """``run_cursor`` reuses the hot session's cursor; once the server ends that session,
-    the next enqueue runs on a new session with a cursor of its own, and is written."""
+    """``Pool.execute`` reuses the hot session's cursor; once the server ends that session,
+    the next enqueue finds its goodbye unread, runs on a new session with a cursor of its
+    own, and is written."""
     backend: Any = app.backend
 
     @app.task(kind="pool.cursor")
     def noop(n: int) -> None: ...
 
+    def warm() -> tuple[Any, int]:
+        session = backend._pool._hot._warm
+        return session.cursor, session.conn.info.backend_pid
+
     try:
-        seen = [backend._run_cursor(lambda c: (c, c.connection.info.backend_pid)) for _ in range(3)]
+        seen = []
+        for n in range(3):
+            noop.delay(n)
+            seen.append(warm())
         assert len({id(cur) for cur, _ in seen}) == 1, seen
         assert len({pid for _, pid in seen}) == 1, seen
-        noop.delay(1)
         db.execute("SELECT pg_terminate_backend(%s)", (seen[0][1],))
         deadline = time.monotonic() + 10
         while db.all("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (seen[0][1],)):
             assert time.monotonic() < deadline, "the terminated session did not end"
             time.sleep(0.01)
-        ref = noop.delay(2)
-        cur, pid = backend._run_cursor(lambda cur: (cur, cur.connection.info.backend_pid))
+        ref = noop.delay(3)
+        cur, pid = warm()
     finally:
         app.close()
     assert pid != seen[0][1]
     assert cur is not seen[0][0]
     rows = db.all("SELECT id, payload FROM {{prefix}}_jobs ORDER BY id")
-    assert [row["payload"] for row in rows] == [{"n": 1}, {"n": 2}]
-    assert rows[1]["id"] == ref.id
+    assert [row["payload"] for row in rows] == [{"n": n} for n in range(4)]
+    assert rows[3]["id"] == ref.id
 
 
 def test_enqueues_from_many_threads_at_once_each_write_their_own_row(

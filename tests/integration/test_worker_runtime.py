@@ -462,6 +462,7 @@ def test_a_claim_taken_over_is_no_longer_renewed_and_its_late_result_is_discarde
 # -- database outage --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_database_outage_is_waited_out_and_no_job_is_lost_or_completed_twice(
     app: venturi.App,
     db: Any,

@@ -215,6 +215,7 @@ def raised_within(call: Callable[[], object], bound: float) -> BaseException | N
     return outcome[0]
 
 
+@pytest.mark.slow
 def test_delay_during_an_outage_raises_backend_unavailable_within_a_bound_and_works_again_after(
     app: venturi.App, db: Any, database_url: str, prefix: str
 ) -> None:

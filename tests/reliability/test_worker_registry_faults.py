@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import pytest
 from fault_tools import WorkerFleet
 from support import wait_until
 
@@ -25,6 +26,7 @@ def registry_ids(db: Any) -> set[str]:
     return {row["id"] for row in db.all("SELECT id FROM {{prefix}}_workers")}
 
 
+@pytest.mark.slow
 def test_a_sigkilled_workers_entry_expires_and_is_swept_by_a_live_worker(
     app: venturi.App, db: Any, fleet: WorkerFleet
 ) -> None:

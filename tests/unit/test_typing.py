@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "tests" / "typing"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sample", "rejections"), [("delay_calls.py", 14), ("web_lifespans.py", 1)]
 )

@@ -88,8 +88,9 @@ class EnqueueVerbs(Store):
     def _enqueue_now(self, job_id: str, kind: str, payload: str, priority: Priority) -> None:
         """.delay(): one autocommit statement on the hot session's cursor, insert and
         wake-up together (``_is_immediate`` jobs only)."""
-        params = self._immediate_params(job_id, kind, payload, priority)
-        self._run_cursor(lambda cursor: self._queries.enqueue_job_now.exec_on(cursor, params))
+        self._execute(
+            self._queries.enqueue_job_now, self._immediate_params(job_id, kind, payload, priority)
+        )
 
     @contextmanager
     def _transaction(self, connection: object | None = None) -> Iterator[Connection]:

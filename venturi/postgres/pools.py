@@ -21,16 +21,17 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from venturi.errors import BackendUnavailable
 from venturi.postgres.driver_errors import OWN_POOLS
-from venturi.postgres.queries import read_json_with_venturi
+from venturi.postgres.hot_session import HotSession
+from venturi.postgres.queries import Query, read_json_with_venturi
 from venturi.postgres.sessions import (
     SESSIONS_LOGGER,
     AsyncConnection,
@@ -41,98 +42,14 @@ from venturi.postgres.sessions import (
     has_input,
 )
 
-__all__ = ["FIRST_WAIT", "HOT_FOR", "AsyncPool", "Pool"]
+__all__ = ["FIRST_WAIT", "AsyncPool", "Pool"]
 
 logger = logging.getLogger(SESSIONS_LOGGER)
-#: An idle session's libpq status; read from ``pgconn`` directly, as ``conn.info`` makes
-#: a new ``ConnectionInfo`` at each read (journal, section 16).
-_IDLE = psycopg.pq.TransactionStatus.IDLE
-
-C = TypeVar("C", Connection, AsyncConnection)
 T = TypeVar("T")
-
-#: Longest a session stays hot, out of its pool, before it goes back (ADR 0132).
-HOT_FOR = 1.0
 
 #: How long the first checkout of a pool that never served a session waits for the
 #: pool's own first connection before one direct attempt asks the server itself.
 FIRST_WAIT = 0.1
-
-
-class _HotSession(Generic[C]):
-    """The last session given back, kept aside for the next checkout (ADR 0132).
-
-    psycopg_pool hands out its idle sessions first in, first out, so once a
-    burst has opened several, one-at-a-time statements rotate through all of
-    them, each server process cold, and the pool's own checkout costs about
-    as much again as the hot path (the figures: bench/README.md). The hot
-    session goes back to the pool when a checkout is waiting for one, and
-    after ``HOT_FOR`` seconds out of it, so the pool's lifetime and idle
-    limits still apply to every session. Bookkeeping only: the sync pool
-    calls it under its lock, the async one from its loop.
-    """
-
-    def __init__(self) -> None:
-        self.hot: C | None = None
-        self._taken_at: dict[C, float] = {}
-        self.waiting = 0
-        #: The statement cursor of the last session ``cursor_of`` served (``Pool.run_cursor``).
-        self._cursor: tuple[C, Any] | None = None
-
-    def cursor_of(self, conn: C) -> Any:
-        """A cursor of ``conn``, the caller's for as long as it holds ``conn``: the one
-        made last time when ``conn`` is the session it was made on, else a new one
-        (remembered instead). Safe without the lock: each session has one holder."""
-        cached = self._cursor
-        if cached is not None and cached[0] is conn:
-            return cached[1]
-        cursor = conn.cursor()
-        self._cursor = (conn, cursor)
-        return cursor
-
-    def _drop_cursor(self, conn: C) -> None:
-        cached = self._cursor
-        if cached is not None and cached[0] is conn:
-            self._cursor = None
-
-    def take(self) -> C | None:
-        """The hot session, or None, and then the caller is counted as waiting for the pool."""
-        hot, self.hot = self.hot, None
-        if hot is None:
-            self.waiting += 1
-        return hot
-
-    def got(self, conn: C | None) -> None:
-        """The pool's checkout ended (``conn``, or None when it failed)."""
-        self.waiting -= 1
-        if conn is not None:
-            self._taken_at[conn] = time.monotonic()
-
-    def keep(self, conn: C) -> bool:
-        """Keep ``conn`` hot (True), or forget it: the caller returns it to the pool."""
-        if (
-            self.hot is None
-            and not self.waiting
-            and not conn.closed
-            and conn.pgconn.transaction_status == _IDLE
-            and time.monotonic() - self._taken_at.get(conn, 0.0) < HOT_FOR
-        ):
-            self.hot = conn
-            return True
-        self.forget(conn)
-        return False
-
-    def forget(self, conn: C) -> None:
-        """``conn`` goes back to the pool (closed, when its session ended)."""
-        self._taken_at.pop(conn, None)
-        self._drop_cursor(conn)
-
-    def clear(self) -> C | None:
-        """The hot session, forgotten: the caller returns it before closing the pool."""
-        hot, self.hot = self.hot, None
-        if hot is not None:
-            self.forget(hot)
-        return hot
 
 
 def _configure(conn: Connection, *, then: Callable[[Connection], None] | None) -> None:
@@ -187,7 +104,7 @@ class Pool:
         #: False until a checkout got a session: the first ones ask the server directly.
         self._has_served = False
         self._lock = threading.Lock()
-        self._hot: _HotSession[Connection] = _HotSession()
+        self._hot: HotSession[Connection] = HotSession()
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -212,13 +129,26 @@ class Pool:
         finally:
             self._give_back(conn)
 
-    def run_cursor(self, action: Callable[[psycopg.Cursor[Any]], T]) -> T:
-        """``run`` for a statement that returns no rows, given a cursor instead of the
-        session: the hot session's cursor is made once and reused, as a new cursor
-        costs a sixth of ``.delay()``'s Python (bench/JOURNAL.md, section 21)."""
+    def execute(self, query: Query, params: Mapping[str, Any]) -> None:
+        """``query`` (one that returns no rows) with ``params`` on a live pooled session,
+        on a cursor of its own that is made once and reused: a new cursor costs a sixth
+        of ``.delay()``'s Python (bench/JOURNAL.md, section 21). The hot session with
+        no unread input goes straight to its cursor, without the checkout's steps (ADR
+        0143); else the checkout's live-session check decides, as for ``run``."""
+        with self._lock:
+            warm = self._hot.take_warm()
+        if warm is not None:
+            hot, cursor, poll = warm
+            if not poll(0):
+                try:
+                    query.exec_on(cursor, params)
+                finally:
+                    self._give_back(hot)
+                return
+            self._give_back(hot)
         conn = self._take()
         try:
-            return action(self._hot.cursor_of(conn))
+            query.exec_on(self._hot.cursor_of(conn), params)
         finally:
             self._give_back(conn)
 
@@ -369,7 +299,7 @@ class AsyncPool:
             await pool.give_back(conn)
 
     async def run_cursor(self, action: Callable[[psycopg.AsyncCursor[Any]], Awaitable[T]]) -> T:
-        """``Pool.run_cursor``, awaited."""
+        """``Pool.execute``'s reused cursor, for an awaited statement."""
         pool, conn = await self._take()
         try:
             return await action(pool.cursor_of(conn))
@@ -450,7 +380,7 @@ class AsyncPool:
 
 class _LoopPool:
     """One loop's pool, and the sessions it opened (to close them once the loop is gone);
-    the last session given back is kept hot (``_HotSession``)."""
+    the last session given back is kept hot (``HotSession``)."""
 
     def __init__(
         self,
@@ -482,7 +412,7 @@ class _LoopPool:
         #: As ``Pool._has_served``.
         self._has_served = False
         self._guard: asyncio.Task[None] | None = None
-        self._hot: _HotSession[AsyncConnection] = _HotSession()
+        self._hot: HotSession[AsyncConnection] = HotSession()
 
     async def _track(self, conn: AsyncConnection) -> None:
         OWN_POOLS.adopt(conn)
@@ -550,7 +480,7 @@ class _LoopPool:
         return conn
 
     def cursor_of(self, conn: AsyncConnection) -> psycopg.AsyncCursor[Any]:
-        """As ``_HotSession.cursor_of``."""
+        """As ``HotSession.cursor_of``."""
         cursor: psycopg.AsyncCursor[Any] = self._hot.cursor_of(conn)
         return cursor
 

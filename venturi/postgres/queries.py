@@ -129,7 +129,7 @@ class Query:
             return cur.rowcount
 
     def exec_on(self, cursor: psycopg.Cursor[Any], params: Mapping[str, Any]) -> int:
-        """``exec`` on a cursor the caller reuses (``Pool.run_cursor``)."""
+        """``exec`` on a cursor the caller reuses (``Pool.execute``)."""
         self._expect("exec")
         cursor.execute(self.sql, params, prepare=self._prepare)
         return cursor.rowcount

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import select
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
@@ -32,6 +32,7 @@ __all__ = [
     "connect",
     "connect_kwargs",
     "has_input",
+    "input_poll",
     "ready",
     "with_keepalives",
 ]
@@ -126,6 +127,18 @@ def has_input(fd: int) -> bool:
         return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
+
+
+def input_poll(fd: int) -> Callable[[int], list[tuple[int, int]]] | None:
+    """``poll`` of a poller registered once on ``fd`` for input: ``has_input`` for a
+    descriptor polled again and again (the hot session's), without a new poller each
+    time; None where there is no ``poll``."""
+    if _poll is None:
+        return None
+    poller = _poll()
+    poller.register(fd, select.POLLIN)
+    poll: Callable[[int], list[tuple[int, int]]] = poller.poll
+    return poll
 
 
 def ready(fds: list[int], timeout: float) -> set[int]:

@@ -18,7 +18,7 @@ import psycopg
 from venturi.naming import Prefix
 from venturi.postgres.driver_errors import reraise_translated, translated_errors
 from venturi.postgres.pools import AsyncPool, Pool
-from venturi.postgres.queries import Queries
+from venturi.postgres.queries import Queries, Query
 from venturi.postgres.sessions import Connection
 from venturi.postgres.watchdog import ReplyWatchdog
 from venturi.types import JobRow, Priority, Status
@@ -75,11 +75,11 @@ class Store:
         except psycopg.Error as exc:
             reraise_translated(exc, self._prefix)
 
-    def _run_cursor(self, action: Callable[[psycopg.Cursor[Any]], T]) -> T:
-        """``_run`` for a statement that returns no rows, on the hot session's reused
-        cursor (``Pool.run_cursor``)."""
+    def _execute(self, query: Query, params: Mapping[str, Any]) -> None:
+        """``_run`` of one statement that returns no rows, on the hot session's reused
+        cursor (``Pool.execute``)."""
         try:
-            return self._pool.run_cursor(action)
+            self._pool.execute(query, params)
         except psycopg.Error as exc:
             reraise_translated(exc, self._prefix)
 
