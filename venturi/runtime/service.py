@@ -148,9 +148,11 @@ class ServiceThread:
             return
         self.next_step_by = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        # Started under the lock, so that a health check never sees a loop whose thread
+        # has not started yet (``trouble`` would call it ended).
         with _running_lock:
             _running.add(self)
-        self._thread.start()
+            self._thread.start()
 
     def request_stop(self) -> None:
         self.stopping.set()
