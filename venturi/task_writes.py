@@ -144,8 +144,7 @@ def _plain_refs(ids: Sequence[str], app: AppLike) -> list[JobRef]:
 def _needs_jobs(app: AppLike) -> bool:
     """Whether an enqueue through ``app`` needs each job as a ``NewJob``: an eager session
     of it runs them, or its observed events see (and may add headers to) them."""
-    eager = eager_session.get()
-    if eager is not None and eager.app is app:
+    if eager_of(app) is not None:
         return True
     events: Events | None = getattr(app, "events", None)
     return events is not None and events.active

@@ -7,7 +7,7 @@ the hot path (the figures: bench/README.md). The hot session goes back to the
 pool when a checkout is waiting for one, and after ``HOT_FOR`` seconds out of
 it, so the pool's lifetime and idle limits still apply to every session.
 
-The hot session's statement cursor and a poller on its socket are made once
+The hot session's statement cursor and a look at its socket are made once
 (``WarmSession``), so that a one-statement call such as ``.delay()`` takes the
 session, looks for unread input and executes without a new cursor, poller or
 checkout step (ADR 0143).
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import psycopg
 
@@ -36,14 +35,13 @@ _IDLE = psycopg.pq.TransactionStatus.IDLE
 C = TypeVar("C", Connection, AsyncConnection)
 
 
-@dataclass(frozen=True, slots=True)
-class WarmSession(Generic[C]):
-    """A session with its statement cursor and, where there is ``poll``, a poller on its
-    socket: ``poll(0)`` is non-empty when the socket has unread input (``has_input``)."""
+class WarmSession(NamedTuple, Generic[C]):
+    """A session with its statement cursor and a zero-timeout look at its socket:
+    ``poll(0)`` is truthy when the socket has unread input (``sessions.input_poll``)."""
 
     conn: C
     cursor: Any
-    poll: Callable[[int], list[tuple[int, int]]] | None
+    poll: Callable[[int], object]
 
 
 class HotSession(Generic[C]):
@@ -54,7 +52,7 @@ class HotSession(Generic[C]):
         self.hot: C | None = None
         self._taken_at: dict[C, float] = {}
         self.waiting = 0
-        #: The cursor and poller of the last session ``cursor_of`` served.
+        #: The cursor and socket look of the last session ``cursor_of`` served.
         self._warm: WarmSession[C] | None = None
 
     def cursor_of(self, conn: C) -> Any:
@@ -68,16 +66,16 @@ class HotSession(Generic[C]):
         self._warm = WarmSession(conn, cursor, input_poll(conn.fileno()))
         return cursor
 
-    def take_warm(self) -> tuple[C, Any, Callable[[int], list[tuple[int, int]]]] | None:
-        """The hot session, its cursor and its poller's ``poll``, when it has both; else None, and
-        the hot session stays (the caller takes the general path). A hot session is open
-        and idle: it was when given back (``keep``), and only its holder or ``clear``
-        could change that."""
+    def take_warm(self) -> WarmSession[C] | None:
+        """The hot session with its cursor and look at its socket, when ``cursor_of``
+        made them for it; else None, and the hot session stays (the caller takes the
+        general path). A hot session is open and idle: it was when given back
+        (``keep``), and only its holder or ``clear`` could change that."""
         warm = self._warm
-        if warm is None or warm.poll is None or warm.conn is not self.hot:
+        if warm is None or warm.conn is not self.hot:
             return None
         self.hot = None
-        return warm.conn, warm.cursor, warm.poll
+        return warm
 
     def take(self) -> C | None:
         """The hot session, or None, and then the caller is counted as waiting for the pool."""

@@ -11,6 +11,7 @@ a refused login), so every caller reports the same line.
 
 from __future__ import annotations
 
+import functools
 import math
 import select
 from collections.abc import Callable, Mapping
@@ -120,24 +121,21 @@ _poll = getattr(select, "poll", None)
 def has_input(fd: int) -> bool:
     """Unread input or a hang-up on ``fd``, without blocking; True when unsure."""
     try:
-        if _poll is None:
-            return bool(ready([fd], 0))
-        poller = _poll()
-        poller.register(fd, select.POLLIN)
-        return bool(poller.poll(0))
+        return bool(input_poll(fd)(0))
     except (OSError, ValueError):
         return True
 
 
-def input_poll(fd: int) -> Callable[[int], list[tuple[int, int]]] | None:
-    """``poll`` of a poller registered once on ``fd`` for input: ``has_input`` for a
-    descriptor polled again and again (the hot session's), without a new poller each
-    time; None where there is no ``poll``."""
+def input_poll(fd: int) -> Callable[[int], object]:
+    """A zero-timeout look at ``fd``, made once for a descriptor looked at again and
+    again (the hot session's): called with 0, it is truthy when ``fd`` has unread
+    input or a hang-up. ``poll`` of a poller registered on ``fd`` where there is one,
+    else ``ready``."""
     if _poll is None:
-        return None
+        return functools.partial(ready, [fd])
     poller = _poll()
     poller.register(fd, select.POLLIN)
-    poll: Callable[[int], list[tuple[int, int]]] = poller.poll
+    poll: Callable[[int], object] = poller.poll
     return poll
 
 
