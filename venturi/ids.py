@@ -11,7 +11,9 @@ previous randomness by one), so ``ulid.ULID.from_str(new_id())`` is a valid
 encoding looks up 10 bits at a time in a table of character pairs, and within
 a millisecond only the last pair usually changes, so the first 24 characters
 are reused. Fresh randomness comes from ``os.urandom`` in blocks, a slice per
-new millisecond.
+new millisecond, spelled by slicing the block's base-32 text: the first id of a
+millisecond (every ``.delay()`` at a few thousand a second) encodes no 128-bit
+value.
 
 A forked child starts with an empty block and no previous id: otherwise parent
 and child would hand out the same randomness (or the same increment) in the
@@ -20,6 +22,7 @@ same millisecond.
 
 from __future__ import annotations
 
+import base64
 import os
 import threading
 import time
@@ -35,6 +38,9 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]
 _RANDOMNESS_BYTES = 10
 _RANDOMNESS_MAX = (1 << 80) - 1
+_RANDOMNESS_CHARS = 16
+#: Base 32's alphabet (RFC 4648) spelled in Crockford's, for the randomness's text.
+_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
 #: Fresh randomness drawn per ``os.urandom`` call: 409 new milliseconds' worth.
 _BLOCK = 4096 - 4096 % _RANDOMNESS_BYTES
 
@@ -60,10 +66,12 @@ def encode(value: int) -> str:
 
 
 class _Generator:
-    """The process's id state, under one lock: the last value made, its millisecond, and
-    the text of its first 24 characters (consecutive values mostly differ in the last two).
-    The clock is read under the lock too, so a thread that read an earlier millisecond
-    never gets in after one that read a later one."""
+    """The process's id state, under one lock: the last value made and its millisecond,
+    the text of the last value's first 24 characters (consecutive values mostly differ in
+    the last two) and of the last millisecond's first 8 (they change about once a
+    second), and the block of fresh randomness with its base-32 text. The clock is read
+    under the lock too, so a thread that read an earlier millisecond never gets in after
+    one that read a later one."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -74,20 +82,41 @@ class _Generator:
         self._value = 0
         self._high = -1
         self._high_text = ""
+        self._upper = -1
+        self._upper_text = ""
         self._block = b""
+        self._block_text = ""
         self._offset = 0
 
     def after_fork(self) -> None:
         self._lock = threading.Lock()
         self._reset()
 
-    def _fresh(self) -> int:
-        if self._offset >= len(self._block):
+    def _start(self, millisecond: int) -> str:
+        """The first id of ``millisecond``: fresh randomness, spelled by slicing the
+        block's base-32 text (10 bytes are exactly 16 characters), after the
+        millisecond's 10 characters, so no 128-bit value is encoded."""
+        offset = self._offset
+        if offset >= len(self._block):
             self._block = os.urandom(_BLOCK)
-            self._offset = 0
-        start = self._offset
-        self._offset = start + _RANDOMNESS_BYTES
-        return int.from_bytes(self._block[start : start + _RANDOMNESS_BYTES], "big")
+            self._block_text = base64.b32encode(self._block).translate(_TO_CROCKFORD).decode()
+            offset = 0
+        self._offset = offset + _RANDOMNESS_BYTES
+        self._millisecond = millisecond
+        self._value = (millisecond << 80) | int.from_bytes(
+            self._block[offset : offset + _RANDOMNESS_BYTES], "big"
+        )
+        self._high = -1
+        upper = millisecond >> 10
+        if upper != self._upper:
+            self._upper = upper
+            self._upper_text = encode(millisecond << 80)[:8]
+        start = offset * 8 // 5
+        return (
+            self._upper_text
+            + _PAIRS[millisecond & 1023]
+            + self._block_text[start : start + _RANDOMNESS_CHARS]
+        )
 
     def _text(self, value: int) -> str:
         high = value >> 10
@@ -96,41 +125,39 @@ class _Generator:
             self._high_text = encode(value)[:24]
         return self._high_text + _PAIRS[value & 1023]
 
-    def one(self) -> str:
-        """The next id. In a new millisecond it gets fresh randomness; later in the same
-        millisecond it adds one to the previous id (python-ulid's default policy). If
-        the randomness would overflow it starts afresh (python-ulid's "lax" policy also
-        gives up monotonicity there; its default raises, which would fail an enqueue
-        about once in 2**80 ids)."""
-        with self._lock:
-            millisecond = time.time_ns() // 1_000_000
-            if (
-                millisecond == self._millisecond
-                and self._value & _RANDOMNESS_MAX != _RANDOMNESS_MAX
-            ):
-                value = self._value + 1
-            else:
-                value = (millisecond << 80) | self._fresh()
-                self._millisecond = millisecond
-            self._value = value
+    def _next(self, millisecond: int) -> str:
+        """The id after the last one, in ``millisecond`` (the lock held). In a new
+        millisecond it gets fresh randomness; later in the same millisecond it adds one
+        to the previous id (python-ulid's default policy). If the randomness would
+        overflow it starts afresh (python-ulid's "lax" policy also gives up monotonicity
+        there; its default raises, which would fail an enqueue about once in 2**80 ids)."""
+        value = self._value
+        if millisecond == self._millisecond and value & _RANDOMNESS_MAX != _RANDOMNESS_MAX:
+            self._value = value = value + 1
             return self._text(value)
+        return self._start(millisecond)
+
+    def one(self) -> str:
+        """The next id."""
+        with self._lock:
+            return self._next(time.time_ns() // 1_000_000)
 
     def many(self, count: int) -> list[str]:
         """``count`` next ids under one lock and one clock reading: what ``count`` calls
         of ``one`` in the same millisecond would give (``delay_many``'s batches)."""
+        if count < 1:
+            return []
         with self._lock:
             millisecond = time.time_ns() // 1_000_000
+            made = [self._next(millisecond)]
             value = self._value
-            fresh = millisecond != self._millisecond
-            made: list[str] = []
-            for _ in range(count):
-                if fresh or value & _RANDOMNESS_MAX == _RANDOMNESS_MAX:
-                    value = (millisecond << 80) | self._fresh()
-                    fresh = False
+            for _ in range(count - 1):  # inline: one call per id costs a batch its share
+                if value & _RANDOMNESS_MAX == _RANDOMNESS_MAX:
+                    made.append(self._start(millisecond))
+                    value = self._value
                 else:
                     value += 1
-                made.append(self._text(value))
-            self._millisecond = millisecond
+                    made.append(self._text(value))
             self._value = value
             return made
 

@@ -49,6 +49,23 @@ def test_ids_made_in_one_millisecond_increment_the_randomness() -> None:
     pytest.fail("no pair of 100 shared a millisecond")
 
 
+def test_a_new_milliseconds_id_spells_its_value_and_the_next_adds_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first id of a millisecond is spelled from the randomness block's base-32 text,
+    not from its value: the text and the value kept for the next id must agree, across
+    a change of the time's upper characters (every 1,024 ms) and a block refill."""
+    clock = [1_700_000_000_000 * 1_000_000 + 1023 * 1_000_000]
+    monkeypatch.setattr(time, "time_ns", lambda: clock[0])
+    for _ in range(500):  # more new milliseconds than one block of randomness holds
+        first, second = new_id(), new_id()
+        first_value = int.from_bytes(ULID.from_str(first).bytes, "big")
+        assert encode(first_value) == first
+        assert first_value >> 80 == clock[0] // 1_000_000
+        assert int.from_bytes(ULID.from_str(second).bytes, "big") == first_value + 1
+        clock[0] += 1_000_000
+
+
 def test_a_batch_of_ids_continues_the_sequence_in_one_millisecond() -> None:
     """``new_ids`` (delay_many's batches): canonical ULIDs, after the ids made before and
     before those made after, consecutive values within the batch's millisecond."""
