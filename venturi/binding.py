@@ -107,6 +107,11 @@ class Binding(Generic[R]):
         self._defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
         self._is_simple = all(p.kind in _NAMED for p in parameters)
         self._positional_names = tuple(p.name for p in parameters if p.kind in _POSITIONAL)
+        #: The fewest positional arguments that give every required parameter, when all
+        #: of them can be given so (a simple signature's calls without keywords).
+        self._fewest_positional = (
+            len(self.required) if self.required <= set(self._positional_names) else None
+        )
         self._var_keyword = next((p.name for p in parameters if p.kind is p.VAR_KEYWORD), None)
         self._var_positional = next(
             (p.name for p in parameters if p.kind is p.VAR_POSITIONAL), None
@@ -127,10 +132,15 @@ class Binding(Generic[R]):
         elif type(kwargs) is not dict and not isinstance(kwargs, Mapping):
             raise ArgumentsMismatch(f"{self._kind}: kwargs must be a mapping, got {kwargs!r}")
         if self._is_simple:
-            # The hot path: named parameters only, so binding is zip + checks (keywords
+            # The hot path: named parameters only, so binding is zip + checks (positional
+            # arguments alone, as most .delay() calls give, are only counted; keywords
             # alone, as delay_many's mapping items, are the arguments as they are); any
             # doubt goes to inspect's bind, which also words the error.
-            if not args:
+            if not kwargs:
+                fewest = self._fewest_positional
+                if fewest is not None and fewest <= len(args) <= len(self._positional_names):
+                    return dict(zip(self._positional_names, args, strict=False))
+            elif not args:
                 if self.required <= kwargs.keys() <= self._names:
                     return dict(kwargs)
             else:

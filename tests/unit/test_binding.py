@@ -80,6 +80,23 @@ def test_a_call_that_does_not_fit_the_signature_is_refused(
         build(send, kind="send").new_job(args, kwargs)
 
 
+def test_positional_arguments_alone_must_still_give_every_required_keyword_only_one() -> None:
+    """Positional arguments alone are bound by counting them; a required keyword-only
+    parameter is what counting cannot give."""
+
+    def notify(to: str, subject: str = "hi", *, channel: str) -> None: ...
+
+    t = build(notify, kind="notify")
+    assert payload(t.new_job(("a", "b"), {"channel": "sms"})) == {
+        "to": "a",
+        "subject": "b",
+        "channel": "sms",
+    }
+    for args in (("a",), ("a", "b")):
+        with pytest.raises(ArgumentsMismatch, match="missing a required argument: 'channel'"):
+            t.new_job(args)
+
+
 @pytest.mark.parametrize("args", ["ab", b"ab", 5])
 def test_args_must_be_a_sequence_of_positional_arguments(args: Any) -> None:
     with pytest.raises(ArgumentsMismatch, match="args must be"):
