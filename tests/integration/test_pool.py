@@ -3,6 +3,7 @@ one-at-a-time statements keep to one session."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import resource
@@ -145,6 +146,48 @@ def test_the_hot_session_keeps_one_statement_cursor_and_a_replaced_session_gets_
     rows = db.all("SELECT id, payload FROM {{prefix}}_jobs ORDER BY id")
     assert [row["payload"] for row in rows] == [{"n": n} for n in range(4)]
     assert rows[3]["id"] == ref.id
+
+
+def test_the_async_hot_session_keeps_its_cursor_and_a_replaced_session_gets_its_own(
+    app: venturi.App, db: Any
+) -> None:
+    """``AsyncPool.execute``, as the sync test above: ``adelay()`` reuses the running
+    loop's hot session and its cursor; once the server ends that session, the next
+    ``adelay()`` finds its goodbye unread and is written on a new session."""
+    backend: Any = app.backend
+
+    @app.task(kind="pool.acursor")
+    def noop(n: int) -> None: ...
+
+    def warm() -> tuple[Any, int]:
+        (pool,) = backend._async_pool._pools.values()
+        session = pool._hot._warm
+        return session.cursor, session.conn.info.backend_pid
+
+    async def enqueue() -> tuple[list[tuple[Any, int]], tuple[Any, int], str]:
+        seen = []
+        for n in range(3):
+            await noop.adelay(n)
+            seen.append(warm())
+        db.execute("SELECT pg_terminate_backend(%s)", (seen[0][1],))
+        deadline = time.monotonic() + 10
+        while db.all("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (seen[0][1],)):
+            assert time.monotonic() < deadline, "the terminated session did not end"
+            await asyncio.sleep(0.01)
+        ref = await noop.adelay(3)
+        return seen, warm(), ref.id
+
+    try:
+        seen, (cur, pid), ref_id = asyncio.run(enqueue())
+    finally:
+        app.close()
+    assert len({id(cursor) for cursor, _ in seen}) == 1, seen
+    assert len({session_pid for _, session_pid in seen}) == 1, seen
+    assert pid != seen[0][1]
+    assert cur is not seen[0][0]
+    rows = db.all("SELECT id, payload FROM {{prefix}}_jobs ORDER BY id")
+    assert [row["payload"] for row in rows] == [{"n": n} for n in range(4)]
+    assert rows[3]["id"] == ref_id
 
 
 def test_enqueues_from_many_threads_at_once_each_write_their_own_row(

@@ -262,9 +262,8 @@ class EnqueueVerbs(Store):
 
     async def _aenqueue_now(self, job_id: str, kind: str, payload: str, priority: Priority) -> None:
         params = self._immediate_params(job_id, kind, payload, priority)
-        statement = self._queries.enqueue_job_now
         try:
-            await self._async_pool.run_cursor(lambda cursor: statement.aexec_on(cursor, params))
+            await self._async_pool.execute(self._queries.enqueue_job_now, params)
         except psycopg.Error as exc:
             reraise_translated(exc, self._prefix)
 

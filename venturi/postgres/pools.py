@@ -30,7 +30,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from venturi.errors import BackendUnavailable
 from venturi.postgres.driver_errors import OWN_POOLS
-from venturi.postgres.hot_session import HotSession
+from venturi.postgres.hot_session import HotSession, WarmSession
 from venturi.postgres.queries import Query, read_json_with_venturi
 from venturi.postgres.sessions import (
     SESSIONS_LOGGER,
@@ -298,11 +298,23 @@ class AsyncPool:
         finally:
             await pool.give_back(conn)
 
-    async def run_cursor(self, action: Callable[[psycopg.AsyncCursor[Any]], Awaitable[T]]) -> T:
-        """``Pool.execute``'s reused cursor, for an awaited statement."""
+    async def execute(self, query: Query, params: Mapping[str, Any]) -> None:
+        """``Pool.execute``, awaited: the running loop's hot session with no unread
+        input goes straight to its reused cursor; else the checkout decides."""
+        pool = await self._pool_of_running_loop()
+        warm = pool.take_warm()
+        if warm is not None:
+            hot, cursor, poll = warm
+            if not poll(0):
+                try:
+                    await query.aexec_on(cursor, params)
+                finally:
+                    await pool.give_back(hot)
+                return
+            await pool.give_back(hot)
         pool, conn = await self._take()
         try:
-            return await action(pool.cursor_of(conn))
+            await query.aexec_on(pool.cursor_of(conn), params)
         finally:
             await pool.give_back(conn)
 
@@ -315,6 +327,11 @@ class AsyncPool:
 
     async def _pool_of_running_loop(self) -> _LoopPool:
         loop = asyncio.get_running_loop()
+        pools = self._pools
+        if len(pools) == 1:  # the common case, where there is nothing to sweep
+            pool = pools.get(loop)
+            if pool is not None and pool.is_open:
+                return pool
         with self._lock:
             pool = self._pools.get(loop)
             ended = [p for other, p in self._pools.items() if other.is_closed()]
@@ -419,6 +436,10 @@ class _LoopPool:
         read_json_with_venturi(conn)
         self.sessions.add(conn)
 
+    @property
+    def is_open(self) -> bool:
+        return self._is_open
+
     async def open(self) -> None:
         if not self._is_open:
             await self.pool.open(wait=False)
@@ -478,6 +499,10 @@ class _LoopPool:
             conn = await self.pool.getconn(max(FIRST_WAIT, self._connect_timeout - waited))
         self._has_served = True
         return conn
+
+    def take_warm(self) -> WarmSession[AsyncConnection] | None:
+        """As ``HotSession.take_warm``: one loop's pool needs no lock."""
+        return self._hot.take_warm()
 
     def cursor_of(self, conn: AsyncConnection) -> psycopg.AsyncCursor[Any]:
         """As ``HotSession.cursor_of``."""
