@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -30,6 +31,12 @@ from venturi.types import (
 )
 
 __all__ = ["ClaimVerbs", "claim_input"]
+
+#: Claim order: by tier, then age (the id breaks ties).
+_CLAIM_ORDER = itemgetter("priority", "created_at", "id")
+#: Each tier by its stored number: a look-up, where ``Priority(n)`` is a slow enum call
+#: made once per claimed job.
+_PRIORITIES = {int(tier): tier for tier in Priority}
 
 
 class ClaimVerbs(Store):
@@ -397,14 +404,14 @@ def _claimed_jobs(
     """The claimed rows as jobs, by tier then age; ``in_claim_order``: as the statement
     returned them (a fair claim's rotation order, ADR 0129)."""
     if not in_claim_order:
-        rows.sort(key=lambda r: (r["priority"], r["created_at"], r["id"]))
+        rows.sort(key=_CLAIM_ORDER)
     return [
         ClaimedJob(
             claim=Claim(r["id"], worker_id, r["run_count"]),
             kind=r["kind"],
             payload=r["payload"],
             carry=r["carry"],
-            priority=Priority(r["priority"]),
+            priority=_PRIORITIES[r["priority"]],
             failure_count=r["failure_count"],
             created_at=r["created_at"],
             claim_expires_at=r["claim_expires_at"],

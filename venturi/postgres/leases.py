@@ -115,7 +115,7 @@ def finish_input(results: Sequence[Finished]) -> dict[str, Any]:
                 "id": claim.job_id,
                 "claimed_by": claim.claimed_by,
                 "run_count": claim.run_count,
-                "outcome": outcome.kind.value,
+                "outcome": outcome.kind,  # orjson writes a StrEnum as its value
                 "note": outcome.note,
                 "is_failure": outcome.is_failure,
                 "delay_us": outcome.delay // _MICROSECOND,

@@ -345,14 +345,15 @@ class Engine:
         with self._holdings.lock:
             for job in jobs:
                 self._holdings.add(HeldJob(job, is_async=is_async))
-        for job in jobs:
-            logger.debug(
-                "claimed job %s (kind %s) run %d",
-                job.claim.job_id,
-                job.kind,
-                job.claim.run_count,
-                extra={"job_id": job.claim.job_id, "kind": job.kind},
-            )
+        if logger.isEnabledFor(logging.DEBUG):  # off, as usual: no extra dict made per job
+            for job in jobs:
+                logger.debug(
+                    "claimed job %s (kind %s) run %d",
+                    job.claim.job_id,
+                    job.kind,
+                    job.claim.run_count,
+                    extra={"job_id": job.claim.job_id, "kind": job.kind},
+                )
         if not is_async:
             for job in jobs:
                 self._handlers.put(job)

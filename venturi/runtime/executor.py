@@ -119,6 +119,8 @@ MAX_TRACEBACK_CHARS = 16_000
 TIME_LIMIT_NOTE = "time limit exceeded"
 CANCELLED_NOTE = "cancelled"
 EXPIRED_NOTE = "expired"
+#: The outcome of every run that returned None, the most common ending: made once.
+_COMPLETED_WITH_NONE = Outcome(OutcomeKind.COMPLETED, result=encode_json(None, what="None"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +298,8 @@ def _conclude(
         outcome = _failure(task, job, describe_exception(error), delay=error.delay)
     elif error is not None:
         outcome = _failure(task, job, describe_exception(error))
+    elif result is None:
+        outcome = _COMPLETED_WITH_NONE
     else:
         stored = encode_result(result, job_id=job.claim.job_id, kind=job.kind)
         outcome = Outcome(OutcomeKind.COMPLETED, note=_result_note(result), result=stored)

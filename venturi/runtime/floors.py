@@ -74,8 +74,9 @@ class ClaimFloors:
             self._floors.clear()
             self._scanned_at = None
             return
-        for job in jobs:  # claim order: the last job of a kind is its new floor
-            self._floors[job.kind] = ClaimFloor(int(job.priority), job.created_at)
+        # Claim order: the last job of each kind is its new floor.
+        for kind, job in {job.kind: job for job in jobs}.items():
+            self._floors[kind] = ClaimFloor(int(job.priority), job.created_at)
 
     def _learn_walk(self, now: float) -> None:
         """A claim without floors just ended: its duration sets how long floors are trusted."""
