@@ -41,8 +41,10 @@ _RANDOMNESS_MAX = (1 << 80) - 1
 _RANDOMNESS_CHARS = 16
 #: Base 32's alphabet (RFC 4648) spelled in Crockford's, for the randomness's text.
 _TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
-#: Fresh randomness drawn per ``os.urandom`` call: 409 new milliseconds' worth.
-_BLOCK = 4096 - 4096 % _RANDOMNESS_BYTES
+#: Fresh randomness drawn per ``os.urandom`` call: 100 new milliseconds' worth, few
+#: enough that the call which draws it and spells it in base 32 (pure Python in 3.11)
+#: stays short.
+_BLOCK = 100 * _RANDOMNESS_BYTES
 
 
 def encode(value: int) -> str:
