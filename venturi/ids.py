@@ -11,9 +11,9 @@ previous randomness by one), so ``ulid.ULID.from_str(new_id())`` is a valid
 encoding looks up 10 bits at a time in a table of character pairs, and within
 a millisecond only the last pair usually changes, so the first 24 characters
 are reused. Fresh randomness comes from ``os.urandom`` in blocks, a slice per
-new millisecond, spelled by slicing the block's base-32 text: the first id of a
-millisecond (every ``.delay()`` at a few thousand a second) encodes no 128-bit
-value.
+new millisecond. The first id of a millisecond (every ``.delay()`` at a few
+thousand a second) encodes no 128-bit value: the millisecond's upper characters
+are cached and the randomness is spelled from two 40-bit halves.
 
 A forked child starts with an empty block and no previous id: otherwise parent
 and child would hand out the same randomness (or the same increment) in the
@@ -22,7 +22,6 @@ same millisecond.
 
 from __future__ import annotations
 
-import base64
 import os
 import threading
 import time
@@ -38,13 +37,8 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]
 _RANDOMNESS_BYTES = 10
 _RANDOMNESS_MAX = (1 << 80) - 1
-_RANDOMNESS_CHARS = 16
-#: Base 32's alphabet (RFC 4648) spelled in Crockford's, for the randomness's text.
-_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
-#: Fresh randomness drawn per ``os.urandom`` call: 100 new milliseconds' worth, few
-#: enough that the call which draws it and spells it in base 32 (pure Python in 3.11)
-#: stays short.
-_BLOCK = 100 * _RANDOMNESS_BYTES
+#: Fresh randomness drawn per ``os.urandom`` call: 409 new milliseconds' worth.
+_BLOCK = 4096 - 4096 % _RANDOMNESS_BYTES
 
 
 def encode(value: int) -> str:
@@ -71,9 +65,9 @@ class _Generator:
     """The process's id state, under one lock: the last value made and its millisecond,
     the text of the last value's first 24 characters (consecutive values mostly differ in
     the last two) and of the last millisecond's first 8 (they change about once a
-    second), and the block of fresh randomness with its base-32 text. The clock is read
-    under the lock too, so a thread that read an earlier millisecond never gets in after
-    one that read a later one."""
+    second), and the block of fresh randomness. The clock is read under the lock too, so
+    a thread that read an earlier millisecond never gets in after one that read a later
+    one."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -87,7 +81,6 @@ class _Generator:
         self._upper = -1
         self._upper_text = ""
         self._block = b""
-        self._block_text = ""
         self._offset = 0
 
     def after_fork(self) -> None:
@@ -95,29 +88,36 @@ class _Generator:
         self._reset()
 
     def _start(self, millisecond: int) -> str:
-        """The first id of ``millisecond``: fresh randomness, spelled by slicing the
-        block's base-32 text (10 bytes are exactly 16 characters), after the
-        millisecond's 10 characters, so no 128-bit value is encoded."""
+        """The first id of ``millisecond``: fresh randomness. The millisecond's first 8
+        characters are cached (they change every 1,024 ms), and the randomness is
+        spelled from its two 40-bit halves, so no 128-bit value is encoded."""
         offset = self._offset
         if offset >= len(self._block):
             self._block = os.urandom(_BLOCK)
-            self._block_text = base64.b32encode(self._block).translate(_TO_CROCKFORD).decode()
             offset = 0
         self._offset = offset + _RANDOMNESS_BYTES
+        block = self._block
+        high = int.from_bytes(block[offset : offset + 5], "big")
+        low = int.from_bytes(block[offset + 5 : offset + 10], "big")
         self._millisecond = millisecond
-        self._value = (millisecond << 80) | int.from_bytes(
-            self._block[offset : offset + _RANDOMNESS_BYTES], "big"
-        )
+        self._value = (millisecond << 80) | (high << 40) | low
         self._high = -1
         upper = millisecond >> 10
         if upper != self._upper:
             self._upper = upper
             self._upper_text = encode(millisecond << 80)[:8]
-        start = offset * 8 // 5
+        p = _PAIRS
         return (
             self._upper_text
-            + _PAIRS[millisecond & 1023]
-            + self._block_text[start : start + _RANDOMNESS_CHARS]
+            + p[millisecond & 1023]
+            + p[high >> 30]
+            + p[(high >> 20) & 1023]
+            + p[(high >> 10) & 1023]
+            + p[high & 1023]
+            + p[low >> 30]
+            + p[(low >> 20) & 1023]
+            + p[(low >> 10) & 1023]
+            + p[low & 1023]
         )
 
     def _text(self, value: int) -> str:

@@ -52,9 +52,10 @@ def test_ids_made_in_one_millisecond_increment_the_randomness() -> None:
 def test_a_new_milliseconds_id_spells_its_value_and_the_next_adds_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The first id of a millisecond is spelled from the randomness block's base-32 text,
-    not from its value: the text and the value kept for the next id must agree, across
-    a change of the time's upper characters (every 1,024 ms) and a block refill."""
+    """The first id of a millisecond is spelled from the cached upper characters of its
+    time and the two halves of its randomness, not from its value: the text and the
+    value kept for the next id must agree, across a change of the time's upper
+    characters (every 1,024 ms) and a refill of the randomness block."""
     clock = [1_700_000_000_000 * 1_000_000 + 1023 * 1_000_000]
     monkeypatch.setattr(time, "time_ns", lambda: clock[0])
     for _ in range(500):  # more new milliseconds than one block of randomness holds
