@@ -127,5 +127,3 @@ def finish_input(results: Sequence[Finished]) -> dict[str, Any]:
             }
         )
     return {"ids": [r.claim.job_id for r in results], "input": orjson.dumps(rows).decode()}
-
-
