@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from worker_app import build_app
+from worker_app import FinishCounter, build_app
 from workload import connect, database_url, drop_prefix, fresh_name
 
 from venturi.worker import Worker
@@ -55,27 +53,15 @@ def drain_cpu(url: str, jobs: int) -> dict[str, float]:
         noop.delay_many([{"n": n} for n in range(jobs)], batch_size=5_000)
         with connect(url) as conn:
             conn.execute(f"VACUUM ANALYZE {prefix}_jobs")
-        backend: Any = app.backend
-        finish = backend.finish
-        recorded = [0]
-        done = threading.Event()
-
-        def counted(finished: Any) -> Any:
-            written = finish(finished)
-            recorded[0] += len(finished)
-            if recorded[0] >= jobs:
-                done.set()
-            return written
-
-        backend.finish = counted
+        finishes = FinishCounter(app.backend, jobs)
         worker = Worker(app, concurrency=8, grace=5.0)
         before = resource.getrusage(resource.RUSAGE_SELF)
         server_before = server_cpu_seconds()
         started = time.perf_counter()
         worker.start()
         try:
-            if not done.wait(600):
-                raise RuntimeError(f"only {recorded[0]} of {jobs} jobs recorded")
+            if not finishes.done.wait(600):
+                raise RuntimeError(f"only {finishes.recorded} of {jobs} jobs recorded")
             ended = time.perf_counter()
             after = resource.getrusage(resource.RUSAGE_SELF)
             server_after = server_cpu_seconds()

@@ -60,7 +60,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -164,23 +163,13 @@ def _drain_child(
     """Drain ``jobs`` jobs: ``worker``, a started ``Worker`` stopped once every outcome is
     recorded; ``loop``, ``Worker.run_once()`` (claims of ``concurrency``, no threads)
     until it finds nothing. Writes the backend's calls to ``calls_to`` (JSON)."""
+    from worker_app import FinishCounter
+
     from venturi.worker import Worker
 
     app, _ = _bench_app(url, prefix, variant)
-    backend = app.backend
-    calls = _count_calls(backend)
-    finish = backend.finish
-    recorded = [0]
-    done = threading.Event()
-
-    def counted(finished: Any) -> Any:
-        written = finish(finished)
-        recorded[0] += len(finished)
-        if recorded[0] >= jobs:
-            done.set()
-        return written
-
-    backend.finish = counted
+    calls = _count_calls(app.backend)
+    finishes = FinishCounter(app.backend, jobs)
     worker = Worker(app, concurrency=concurrency, grace=5.0)
     try:
         if mode == "loop":
@@ -188,8 +177,8 @@ def _drain_child(
                 pass
         else:
             worker.start()
-            if not done.wait(CHILD_TIMEOUT):
-                raise RuntimeError(f"only {recorded[0]} of {jobs} jobs recorded")
+            if not finishes.done.wait(CHILD_TIMEOUT):
+                raise RuntimeError(f"only {finishes.recorded} of {jobs} jobs recorded")
     finally:
         worker.stop()
         app.close()

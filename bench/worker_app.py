@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
 import time
 from contextlib import closing
 from typing import Any
@@ -39,6 +40,25 @@ def result_probe(n: int) -> float:
     waiting, then returns the time it returned at."""
     time.sleep(0.05)
     return time.time()
+
+
+class FinishCounter:
+    """Counts the outcomes ``backend.finish`` records, by wrapping it on ``backend``;
+    ``done`` is set once ``jobs`` of them are (a drain's end, seen from the worker)."""
+
+    def __init__(self, backend: Any, jobs: int) -> None:
+        self.recorded = 0
+        self.done = threading.Event()
+        finish = backend.finish
+
+        def counted(finished: Any) -> Any:
+            written = finish(finished)
+            self.recorded += len(finished)
+            if self.recorded >= jobs:
+                self.done.set()
+            return written
+
+        backend.finish = counted
 
 
 def build_app(
