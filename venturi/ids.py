@@ -97,8 +97,9 @@ class _Generator:
             offset = 0
         self._offset = offset + _RANDOMNESS_BYTES
         block = self._block
-        high = int.from_bytes(block[offset : offset + 5], "big")
-        low = int.from_bytes(block[offset + 5 : offset + 10], "big")
+        middle = offset + _RANDOMNESS_BYTES // 2
+        high = int.from_bytes(block[offset:middle], "big")
+        low = int.from_bytes(block[middle : offset + _RANDOMNESS_BYTES], "big")
         self._millisecond = millisecond
         self._value = (millisecond << 80) | (high << 40) | low
         self._high = -1

@@ -120,7 +120,7 @@ TIME_LIMIT_NOTE = "time limit exceeded"
 CANCELLED_NOTE = "cancelled"
 EXPIRED_NOTE = "expired"
 #: The outcome of every run that returned None, the most common ending: made once.
-_COMPLETED_WITH_NONE = Outcome(OutcomeKind.COMPLETED, result=encode_json(None, what="None"))
+_COMPLETED_WITH_NONE = Outcome(OutcomeKind.COMPLETED, result=encode_json(None, what="return value"))
 
 
 @dataclass(frozen=True, slots=True)
