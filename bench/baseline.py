@@ -192,6 +192,10 @@ class VenturiSchemaTable:
     def insert_one(self, n: int) -> None:
         self.prefix.conn.execute(self._insert, (self.ids[n], NOOP_KIND, _payload(n)))
 
+    async def ainsert_one(self, conn: psycopg.AsyncConnection[Any], n: int) -> None:
+        """``insert_one`` awaited on ``conn``, an autocommit ``AsyncConnection``."""
+        await conn.execute(self._insert, (self.ids[n], NOOP_KIND, _payload(n)))
+
     def copy_batch(self, start: int, count: int) -> None:
         conn = self.prefix.conn
         now = datetime.now(UTC)

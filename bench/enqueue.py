@@ -2,9 +2,9 @@
 
 On a shared machine the load changes from one second to the next, so timing
 venturi for five seconds and then the baseline for five seconds compares two
-different machines. Here the three writers take turns, one operation (or one
-batch) each, in a rotating order, and each one's clock only runs during its
-own operations: whatever the machine does, all three see the same of it.
+different machines. Here the writers take turns, one operation (or one batch)
+each, in a rotating order, and each one's clock only runs during its own
+operations: whatever the machine does, all of them see the same of it.
 
 - ``raw``: the minimal table (baseline.RawQueue);
 - ``seed``: plain psycopg into the seed's own tables (V1-V3 only,
@@ -29,6 +29,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+import psycopg
 from baseline import RawQueue, VenturiSchemaTable
 from venturi_bench import Prefix
 from workload import noop_payload
@@ -126,10 +127,15 @@ def asynchronous(url: str, count: int, chunk: int) -> dict[str, float]:
     ``delay``: ``.delay()`` in a loop; ``adelay``: ``await .adelay()`` in a loop on
     one event loop; ``adelay_gather``: ``chunk`` concurrent ``.adelay()`` calls under
     ``asyncio.gather`` (the async pool opens up to its ``pool_size`` sessions).
-    All three write to one fresh prefix.
+    All three write to one fresh prefix. ``seed_sync`` and ``seed_async``: the seed
+    INSERT with plain psycopg, on a ``Connection`` and awaited on an
+    ``AsyncConnection`` of the same loop: the driver's own price of awaiting.
     """
     venturi = Prefix(url)
+    seed_sync = VenturiSchemaTable(url, count + chunk, seed=True)
+    seed_async = VenturiSchemaTable(url, count + chunk, seed=True)
     loop = asyncio.new_event_loop()
+    aconn = loop.run_until_complete(psycopg.AsyncConnection.connect(url, autocommit=True))
     try:
         noop = venturi.noop
 
@@ -144,15 +150,28 @@ def asynchronous(url: str, count: int, chunk: int) -> dict[str, float]:
         async def gather(start: int) -> None:
             await asyncio.gather(*(noop.adelay(n) for n in range(start, start + chunk)))
 
+        def insert_each(start: int) -> None:
+            for n in range(start, start + chunk):
+                seed_sync.insert_one(n)
+
+        async def ainsert_each(start: int) -> None:
+            for n in range(start, start + chunk):
+                await seed_async.ainsert_one(aconn, n)
+
         ops: dict[str, Callable[[int], None]] = {
             "delay": delay,
             "adelay": lambda start: loop.run_until_complete(await_each(start)),
             "adelay_gather": lambda start: loop.run_until_complete(gather(start)),
+            "seed_sync": insert_each,
+            "seed_async": lambda start: loop.run_until_complete(ainsert_each(start)),
         }
         _lockstep(ops, [-chunk])  # warm-up: pools open, statements prepared
         spent = _lockstep(ops, list(range(0, count, chunk)))
         return {name: count / seconds for name, seconds in spent.items()}
     finally:
+        loop.run_until_complete(aconn.close())
         loop.run_until_complete(venturi.app.aclose())
         loop.close()
+        seed_sync.close()
+        seed_async.close()
         venturi.close()

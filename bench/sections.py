@@ -203,7 +203,7 @@ def measure_enqueue(run: Run) -> dict[str, list[Any]]:
             f".delay() | await .adelay() | gather of {ASYNC_CHUNK} .adelay() (lockstep)",
             lambda: enqueue.asynchronous(run.url, sizes.single_inserts, ASYNC_CHUNK),
         )
-        for key in ("delay_chunked", "adelay", "adelay_gather"):
+        for key in ("delay_chunked", "adelay", "adelay_gather", "seed_sync", "seed_async"):
             keep(key, _pick(paired, key.removesuffix("_chunked")))
     return found
 
@@ -263,6 +263,8 @@ def enqueue_figures(run: Run) -> list[Figure]:
     s, sizes = run.samples["enqueue"], run.sizes
     bulk, copy_seed = paired(s["delay_many"], s.get("copy_seed"))
     adelay, chunked_delay = paired(s["adelay"], s["delay_chunked"])
+    awaited_insert, plain_insert = paired(s.get("seed_async"), s.get("seed_sync"))
+    adelay_alone, awaited_alone = paired(s["adelay"], s.get("seed_async"))
     chunked = f"venturi .delay() in a loop, same lockstep ({ASYNC_CHUNK} per turn)"
     return [
         *_delay_rows(run, sizes.single_inserts, "lockstep"),
@@ -315,6 +317,30 @@ def enqueue_figures(run: Run) -> list[Figure]:
                 target=">= 0.9 (within 10%)",
             ),
             at_least=0.9,
+        ),
+        ratio(
+            Figure(
+                "enqueue_adelay_seed",
+                "  the same adelay, vs the seed INSERT awaited with plain psycopg",
+                "jobs/s",
+                venturi=adelay_alone,
+                baseline=awaited_alone,
+                baseline_label="the seed INSERT on a psycopg AsyncConnection of the same "
+                f"loop, same lockstep ({ASYNC_CHUNK} per turn)",
+                target="(info)",
+            )
+        ),
+        ratio(
+            Figure(
+                "enqueue_driver_await",
+                "  the driver's own: the seed INSERT awaited, vs the same INSERT not",
+                "jobs/s",
+                venturi=awaited_insert,
+                baseline=plain_insert,
+                baseline_label="the same INSERT on a psycopg Connection, same lockstep "
+                f"({ASYNC_CHUNK} per turn)",
+                target="(info)",
+            )
         ),
         ratio(
             Figure(
