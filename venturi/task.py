@@ -46,6 +46,7 @@ from venturi.options import (
     validate_kind,
     validate_priority,
 )
+from venturi.payload_batches import payload_batches
 from venturi.refs import JobRef
 from venturi.registry import AppLike, Registry, current_app
 from venturi.task_writes import (
@@ -199,9 +200,11 @@ class Task(Generic[P, R]):
         """Enqueue many calls, one backend round trip per ``batch_size`` items.
 
         A mapping item is keyword arguments, a sequence item positional ones.
-        Each batch is validated whole before it is written, and each batch is
-        written atomically; a refusal in a later batch leaves earlier batches
-        enqueued (the error's note says how many). For all-or-nothing across
+        Each batch is written atomically: a refused item writes nothing of its
+        batch (the items are checked as the batch is sent, so the database
+        starts on a large batch before its last item is checked); a refusal in
+        a later batch leaves earlier batches enqueued (the error's note says
+        how many). For all-or-nothing across
         batches pass ``connection=`` inside your own transaction.
         Returns one ref per item, in order.
         """
@@ -217,19 +220,22 @@ class Task(Generic[P, R]):
 
     def _batches(
         self, items: Iterable[Mapping[str, Any] | Sequence[Any]], batch_size: int
-    ) -> Iterator[list[Any]]:
-        """``items`` as validated batches, of payloads when the task has a template (the
-        jobs ``_write_alike`` writes), else of ``NewJob``s; the caller writes each before
-        asking for the next, so the items of the batches yielded so far are the ones
-        already enqueued."""
-        build = self._new_job_from_item if self._template is None else self._payload_from_item
-        batch: list[Any] = []
+    ) -> Iterator[Sequence[Any]]:
+        """``items`` in batches: of payloads made as the backend reads them when the task
+        has a template (the jobs ``_write_alike`` writes), else of ``NewJob``s validated
+        whole first; the caller writes each before asking for the next, so the items of
+        the batches yielded so far are the ones already enqueued."""
+        call = f"delay_many({self.kind!r})"
+        if self._template is not None:
+            yield from payload_batches(items, batch_size, self._payload_from_item, call)
+            return
+        batch: list[NewJob] = []
         for index, item in enumerate(items):
             try:
-                batch.append(build(item))
+                batch.append(self._new_job_from_item(item))
             except EnqueueError as exc:
                 exc.add_note(
-                    f"item {index} of delay_many({self.kind!r}); "
+                    f"item {index} of {call}; "
                     f"{index - len(batch)} job(s) of earlier batches were already enqueued"
                 )
                 raise
@@ -270,7 +276,7 @@ class Task(Generic[P, R]):
         return write(self._current_app(), jobs, connection)
 
     def _write_alike(
-        self, template: JobTemplate, payloads: list[str], connection: object | None
+        self, template: JobTemplate, payloads: Sequence[str], connection: object | None
     ) -> list[JobRef]:
         """``write_alike`` of ``payloads`` with new ids (one batch's in one go)."""
         ids = new_ids(len(payloads))
@@ -280,7 +286,7 @@ class Task(Generic[P, R]):
         return await awrite(self._current_app(), jobs, connection)
 
     async def _aenqueue_alike(
-        self, template: JobTemplate, payloads: list[str], connection: object | None
+        self, template: JobTemplate, payloads: Sequence[str], connection: object | None
     ) -> list[JobRef]:
         """``_write_alike``, awaited."""
         ids = new_ids(len(payloads))

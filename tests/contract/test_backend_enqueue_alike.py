@@ -16,7 +16,9 @@ from backends import BackendCase
 from ulid import ULID
 
 from venturi.backend import Backend
+from venturi.errors import InvalidPayload
 from venturi.job_template import JobTemplate
+from venturi.payload_batches import LazyPayloads
 from venturi.types import Priority
 
 TEMPLATES = [
@@ -178,6 +180,74 @@ def test_inside_a_rolled_back_async_transaction_nothing_is_left(
 
     asyncio.run(rolled_back())
     assert db.jobs() == []
+
+
+def refused(payloads: list[str]) -> LazyPayloads:
+    """``payloads`` as ``delay_many`` hands them over, made as they are read, with the
+    last one refused when it is."""
+
+    def make(payload: str | None) -> str:
+        if payload is None:
+            raise InvalidPayload("the last payload is refused")
+        return payload
+
+    return LazyPayloads([*payloads[:-1], None], make, "the contract's call", 0)
+
+
+@pytest.mark.parametrize("in_transaction", [False, True], ids=["pooled", "callers"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["enqueue_alike", "aenqueue_alike"])
+@pytest.mark.parametrize("size", ["one", "few", "large"])
+def test_payloads_refused_as_they_are_read_write_nothing_of_the_call(
+    backend: Backend,
+    backend_case: BackendCase,
+    database_url: str,
+    db: Any,
+    size: str,
+    is_async: bool,
+    in_transaction: bool,
+) -> None:
+    ids, payloads = fresh(sizes(backend_case)[size])
+    template = JobTemplate("contract.alike")
+    kept = str(ULID())
+
+    def sync() -> None:
+        if not in_transaction:
+            backend.enqueue_alike(template, ids, refused(payloads))
+            return
+        with psycopg.connect(database_url) as conn:
+            backend.enqueue_alike(template, [kept], ['{"kept": 1}'], connection=conn)
+            with pytest.raises(InvalidPayload):
+                backend.enqueue_alike(template, ids, refused(payloads), connection=conn)
+            conn.commit()  # the caller's transaction is still good: its own rows stay
+
+    async def awaited() -> None:
+        try:
+            if not in_transaction:
+                await backend.aenqueue_alike(template, ids, refused(payloads))
+                return
+            async with await psycopg.AsyncConnection.connect(database_url) as conn:
+                await backend.aenqueue_alike(template, [kept], ['{"kept": 1}'], connection=conn)
+                with pytest.raises(InvalidPayload):
+                    await backend.aenqueue_alike(template, ids, refused(payloads), connection=conn)
+                await conn.commit()
+        finally:
+            await backend.aclose()
+
+    def call() -> None:
+        if is_async:
+            asyncio.run(awaited())
+        else:
+            sync()
+
+    if in_transaction:
+        call()  # refused inside, where the caller's transaction goes on
+    else:
+        with pytest.raises(InvalidPayload):
+            call()
+
+    assert [row["id"] for row in db.jobs()] == ([kept] if in_transaction else [])
+    write(backend, is_async, template, *fresh(3))  # the sessions were given back clean
+    assert len(db.jobs()) == 3 + in_transaction
 
 
 @pytest.mark.parametrize("size", ["one", "few", "large"])

@@ -29,6 +29,7 @@ from venturi.errors import (
     SchemaMissing,
 )
 from venturi.postgres import PostgresBackend
+from venturi.postgres.backend import COPY_THRESHOLD
 from venturi.refs import JobRef
 from venturi.types import Priority
 
@@ -155,6 +156,26 @@ async def test_a_refusal_in_a_later_batch_of_adelay_many_says_what_was_written(
     assert "item 3" in "".join(caught.value.__notes__)
     assert "2 job(s) of earlier batches were already enqueued" in "".join(caught.value.__notes__)
     assert len(db.jobs()) == 2
+
+
+async def test_an_item_refused_in_the_middle_of_a_copied_batch_of_adelay_many_writes_nothing_of_it(
+    app: venturi.App, db: Any
+) -> None:
+    @app.task(kind="bulk.copied")
+    def bulk(n: int) -> None: ...
+
+    size = COPY_THRESHOLD * 2  # batches this large are sent by COPY
+    items: list[Any] = [{"n": i} for i in range(size * 2)]
+    items[size + COPY_THRESHOLD] = {"m": 0}
+    with pytest.raises(ArgumentsMismatch) as caught:
+        await bulk.adelay_many(items, batch_size=size)
+
+    assert len(db.jobs()) == size
+    assert f"item {size + COPY_THRESHOLD} of delay_many('bulk.copied'); {size} job(s)" in "".join(
+        caught.value.__notes__
+    )
+    await bulk.adelay_many([{"n": i} for i in range(size)])  # the session was given back clean
+    assert len(db.jobs()) == size * 2
 
 
 # -- the caller's async transaction ---------------------------------------------------

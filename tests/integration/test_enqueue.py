@@ -25,6 +25,7 @@ from venturi.errors import (
     InvalidPriority,
 )
 from venturi.job_template import JobTemplate
+from venturi.postgres.backend import COPY_THRESHOLD
 from venturi.refs import JobRef
 from venturi.registry import set_current_app
 from venturi.task import task
@@ -309,7 +310,7 @@ def test_delay_many_uses_batches_of_5000_by_default(
     assert count_jobs(db) == 5001
 
 
-def test_delay_many_validates_a_whole_batch_before_writing_it(
+def test_a_refused_item_writes_nothing_of_its_batch_and_keeps_the_earlier_ones(
     counting: tuple[venturi.App, CountingBackend], db: Any
 ) -> None:
     counted, backend = counting
@@ -322,9 +323,46 @@ def test_delay_many_validates_a_whole_batch_before_writing_it(
     with pytest.raises(InvalidPayload) as caught:
         bulk.delay_many(items, batch_size=5)
 
-    assert backend.enqueue_calls == [5]
+    assert backend.enqueue_calls == [5, 5]  # the second batch is checked as it is written
     assert sorted(r["payload"]["n"] for r in db.jobs()) == [0, 1, 2, 3, 4]
     assert any("item 7" in note and "5 job(s)" in note for note in caught.value.__notes__)
+
+
+def test_an_item_refused_in_the_middle_of_a_copied_batch_writes_nothing_of_it(
+    app: venturi.App, db: Any
+) -> None:
+    @app.task(kind="bulk.copied")
+    def bulk(n: int) -> None: ...
+
+    size = COPY_THRESHOLD * 2  # batches this large are sent by COPY
+    items: list[Any] = [{"n": i} for i in range(size * 2)]
+    items[size + COPY_THRESHOLD] = {"n": "not a number"}
+    with pytest.raises(ArgumentsMismatch) as caught:
+        bulk.delay_many(items, batch_size=size)
+
+    assert count_jobs(db) == size
+    assert f"item {size + COPY_THRESHOLD} of delay_many('bulk.copied'); {size} job(s)" in "".join(
+        caught.value.__notes__
+    )
+    bulk.delay_many([{"n": i} for i in range(size)])  # the session was given back clean
+    assert count_jobs(db) == size * 2
+
+
+def test_a_copied_batch_refused_inside_the_callers_transaction_leaves_the_rest_of_it(
+    app: venturi.App, db: Any, database_url: str
+) -> None:
+    @app.task(kind="tx.copied")
+    def handler(n: int) -> None: ...
+
+    refused: list[Any] = [{"n": i} for i in range(COPY_THRESHOLD)] + [{"m": 0}]
+    with psycopg.connect(database_url) as conn:
+        before = handler.apply_async(args=(-1,), connection=conn)
+        with pytest.raises(ArgumentsMismatch):
+            handler.delay_many(refused, connection=conn)
+        after = handler.apply_async(args=(-2,), connection=conn)
+        conn.commit()
+
+    assert [row["id"] for row in db.jobs()] == [before.id, after.id]
 
 
 @pytest.mark.parametrize("batch_size", [0, -1, 1.5, True])

@@ -85,7 +85,10 @@ class Enqueue(Protocol):
         The rows, their order, the wake-up and the all-or-nothing are those
         ``enqueue`` writes for ``template.jobs(ids, payloads)``, whose refs would all be
         ``JobRef(id)``: the caller makes them (ADR 0142). ``connection`` as in
-        ``enqueue``; no ids write nothing.
+        ``enqueue``; no ids write nothing. Reading ``payloads`` may raise (``delay_many``
+        checks each item as it is read, ADR 0145): the error propagates unchanged and
+        nothing of the call is written; inside the caller's transaction, that
+        transaction goes on.
         """
         ...
 
