@@ -264,7 +264,7 @@ def enqueue_figures(run: Run) -> list[Figure]:
     bulk, copy_seed = paired(s["delay_many"], s.get("copy_seed"))
     adelay, chunked_delay = paired(s["adelay"], s["delay_chunked"])
     awaited_insert, plain_insert = paired(s.get("seed_async"), s.get("seed_sync"))
-    adelay_alone, awaited_alone = paired(s["adelay"], s.get("seed_async"))
+    adelay_beside_awaited, awaited_beside_adelay = paired(s["adelay"], s.get("seed_async"))
     chunked = f"venturi .delay() in a loop, same lockstep ({ASYNC_CHUNK} per turn)"
     return [
         *_delay_rows(run, sizes.single_inserts, "lockstep"),
@@ -323,8 +323,8 @@ def enqueue_figures(run: Run) -> list[Figure]:
                 "enqueue_adelay_seed",
                 "  the same adelay, vs the seed INSERT awaited with plain psycopg",
                 "jobs/s",
-                venturi=adelay_alone,
-                baseline=awaited_alone,
+                venturi=adelay_beside_awaited,
+                baseline=awaited_beside_adelay,
                 baseline_label="the seed INSERT on a psycopg AsyncConnection of the same "
                 f"loop, same lockstep ({ASYNC_CHUNK} per turn)",
                 target="(info)",

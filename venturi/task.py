@@ -204,9 +204,8 @@ class Task(Generic[P, R]):
         batch (the items are checked as the batch is sent, so the database
         starts on a large batch before its last item is checked); a refusal in
         a later batch leaves earlier batches enqueued (the error's note says
-        how many). For all-or-nothing across
-        batches pass ``connection=`` inside your own transaction.
-        Returns one ref per item, in order.
+        how many). For all-or-nothing across batches pass ``connection=``
+        inside your own transaction. Returns one ref per item, in order.
         """
         _check_batch_size(batch_size)
         refs: list[JobRef] = []
