@@ -25,6 +25,7 @@ from typing import (
     overload,
 )
 
+from venturi.batches import lazy_batches
 from venturi.binding import Binding
 from venturi.context import Context
 from venturi.errors import ArgumentsMismatch, ConfigurationError, EnqueueError
@@ -46,7 +47,6 @@ from venturi.options import (
     validate_kind,
     validate_priority,
 )
-from venturi.payload_batches import payload_batches
 from venturi.refs import JobRef
 from venturi.registry import AppLike, Registry, current_app
 from venturi.task_writes import (
@@ -221,28 +221,15 @@ class Task(Generic[P, R]):
         self, items: Iterable[Mapping[str, Any] | Sequence[Any]], batch_size: int
     ) -> Iterator[Sequence[Any]]:
         """``items`` in batches: of payloads made as the backend reads them when the task
-        has a template (the jobs ``_write_alike`` writes), else of ``NewJob``s validated
-        whole first; the caller writes each before asking for the next, so the items of
-        the batches yielded so far are the ones already enqueued."""
+        has a template (the jobs ``_write_alike`` writes), else of ``NewJob``s made whole
+        first; the caller writes each before asking for the next, so the items of the
+        batches yielded so far are the ones already enqueued."""
         call = f"delay_many({self.kind!r})"
         if self._template is not None:
-            yield from payload_batches(items, batch_size, self._payload_from_item, call)
+            yield from lazy_batches(items, batch_size, self._payload_from_item, call)
             return
-        batch: list[NewJob] = []
-        for index, item in enumerate(items):
-            try:
-                batch.append(self._new_job_from_item(item))
-            except EnqueueError as exc:
-                exc.add_note(
-                    f"item {index} of {call}; "
-                    f"{index - len(batch)} job(s) of earlier batches were already enqueued"
-                )
-                raise
-            if len(batch) == batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        for batch in lazy_batches(items, batch_size, self._new_job_from_item, call):
+            yield list(batch)
 
     def _new_job_from_item(self, item: Mapping[str, Any] | Sequence[Any]) -> NewJob:
         if isinstance(item, Mapping):

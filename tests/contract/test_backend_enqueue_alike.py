@@ -16,9 +16,9 @@ from backends import BackendCase
 from ulid import ULID
 
 from venturi.backend import Backend
+from venturi.batches import LazyBatch
 from venturi.errors import InvalidPayload
 from venturi.job_template import JobTemplate
-from venturi.payload_batches import LazyPayloads
 from venturi.types import Priority
 
 TEMPLATES = [
@@ -182,7 +182,7 @@ def test_inside_a_rolled_back_async_transaction_nothing_is_left(
     assert db.jobs() == []
 
 
-def refused(payloads: list[str]) -> LazyPayloads:
+def refused(payloads: list[str]) -> LazyBatch[str]:
     """``payloads`` as ``delay_many`` hands them over, made as they are read, with the
     last one refused when it is."""
 
@@ -191,7 +191,7 @@ def refused(payloads: list[str]) -> LazyPayloads:
             raise InvalidPayload("the last payload is refused")
         return payload
 
-    return LazyPayloads([*payloads[:-1], None], make, "the contract's call", 0)
+    return LazyBatch([*payloads[:-1], None], make, "the contract's call", 0)
 
 
 @pytest.mark.parametrize("in_transaction", [False, True], ids=["pooled", "callers"])

@@ -1,4 +1,4 @@
-"""``delay_many``'s batches of payloads made as they are read (``venturi.payload_batches``)."""
+"""``delay_many``'s batches, their items made as they are read (``venturi.batches``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from venturi.batches import LazyBatch, lazy_batches
 from venturi.errors import InvalidPayload
-from venturi.payload_batches import LazyPayloads, payload_batches
 
 
 def _make(item: int) -> str:
@@ -17,7 +17,7 @@ def _make(item: int) -> str:
 
 
 def test_a_batch_reads_as_the_sequence_of_its_payloads() -> None:
-    payloads = LazyPayloads([0, 1, 2], _make, "delay_many('k')", before=0)
+    payloads = LazyBatch([0, 1, 2], _make, "delay_many('k')", before=0)
 
     assert len(payloads) == 3
     assert list(payloads) == ['{"n": 0}', '{"n": 1}', '{"n": 2}']
@@ -29,7 +29,7 @@ def test_a_batch_reads_as_the_sequence_of_its_payloads() -> None:
 
 
 def test_a_refused_item_raises_as_it_is_read_with_a_note_of_its_place() -> None:
-    payloads = LazyPayloads([0, -1, 2], _make, "delay_many('k')", before=10)
+    payloads = LazyBatch([0, -1, 2], _make, "delay_many('k')", before=10)
 
     with pytest.raises(InvalidPayload) as caught:
         list(payloads)
@@ -50,16 +50,16 @@ def test_batches_take_the_items_one_batch_at_a_time() -> None:
             taken.append(n)
             yield n
 
-    batches = payload_batches(items(), 2, _make, "delay_many('k')")
+    batches = lazy_batches(items(), 2, _make, "delay_many('k')")
     first = next(batches)
     assert (len(first), taken) == (2, [0, 1])
     assert [len(batch) for batch in batches] == [2, 1]
     assert taken == [0, 1, 2, 3, 4]
-    assert list(payload_batches([], 2, _make, "delay_many('k')")) == []
+    assert list(lazy_batches([], 2, _make, "delay_many('k')")) == []
 
 
 def test_a_later_batch_counts_the_items_of_the_earlier_ones() -> None:
-    first, second = payload_batches([0, 1, 2, -1], 2, _make, "delay_many('k')")
+    first, second = lazy_batches([0, 1, 2, -1], 2, _make, "delay_many('k')")
 
     assert list(first) == ['{"n": 0}', '{"n": 1}']
     with pytest.raises(InvalidPayload) as caught:
